@@ -1,0 +1,35 @@
+# binstore — the two commands a newcomer needs:
+#   make test    installs what is missing, runs the whole suite
+#   make bench   installs what is missing, runs the benchmark, writes table and plot
+# Also:
+#   make fuzz SECONDS=600     run the mutation fuzzer for that long
+#   make bench DATASETS="tiny-integers people" MODES="none refs"
+
+SBCL      ?= sbcl
+SBCL_RUN   = $(SBCL) --dynamic-space-size 8GB --noinform --non-interactive --no-sysinit --no-userinit
+SECONDS   ?= 60
+DATASETS  ?=
+MODES     ?=
+
+.PHONY: test bench fuzz deps bench-deps clean
+
+# Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
+# when missing; as root directly, otherwise through sudo.
+deps:
+	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam
+
+bench-deps: deps
+	@./tools/ensure-packages gnuplot-nox:gnuplot
+
+test: deps
+	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
+
+bench: bench-deps
+	$(SBCL_RUN) --load tools/load.lisp \
+	  --eval '(binstore-tools:run-bench :datasets "$(DATASETS)" :modes "$(MODES)")'
+
+fuzz: deps
+	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-fuzz $(SECONDS))'
+
+clean:
+	rm -rf ~/.cache/common-lisp/*/$(CURDIR)

@@ -1,0 +1,246 @@
+;;;; The public entry points: STORE, RESTORE, STORE-TO-SAP, RESTORE-FROM-SAP.
+;;;; Each picks the sink or source for its place and runs the encoder or the
+;;;; decoder over it.
+
+(in-package #:binstore)
+
+;;; Encoding to any output buffer -------------------------------------------
+
+(defun encode (ob data &key track-references support-shared-list-structures
+                            as-separate-objects output-magic-number output-end-marker
+                            max-depth store-class-slots)
+  "Write DATA (or, with AS-SEPARATE-OBJECTS, each element of the list DATA)
+to OB."
+  (let* ((objects (if as-separate-objects data (list data)))
+         (ss (make-store-state ob :track track-references
+                                  :lists support-shared-list-structures
+                                  :max-depth max-depth
+                                  :store-class-slots store-class-slots
+                                  :root data)))
+    (when output-magic-number
+      (write-u8 ob +tag-header+)
+      (loop for octet across +header-octets+ do (write-u8 ob octet))
+      (write-varint ob +format-version+))
+    (when track-references
+      (dolist (object objects)
+        (count-references ss object)))
+    (dolist (object objects)
+      (write-top-level-object ss object))
+    (when output-end-marker
+      (write-u8 ob +tag-end+))
+    ob))
+
+;;; Places ------------------------------------------------------------------
+
+(defun octet-vector-with-fill-pointer-p (x)
+  (and (typep x '(vector (unsigned-byte 8)))
+       (array-has-fill-pointer-p x)))
+
+(defstruct (vector-sink (:constructor make-vector-sink (vector)))
+  vector
+  (direct nil))   ; bytes written in place before spilling to chunks, once spilled
+
+(defun vector-room (ob n)
+  "The user's vector is full.  Not adjustable: OUT-OF-SPACE.  Adjustable:
+carry on in foreign chunks; STORE-INTO-VECTOR grows the vector once at the end."
+  (let ((sink (obuf-sink ob)))
+    (if (not (adjustable-array-p (vector-sink-vector sink)))
+        (let ((needed (+ (obuf-total ob) n)))
+          (error 'out-of-space :needed needed
+                               :message "the octet vector is not adjustable and is full"))
+        (progn
+          (setf (vector-sink-direct sink) (obuf-pos ob))
+          (incf (obuf-flushed ob) (obuf-pos ob))
+          (setf (obuf-pos ob) 0
+                (obuf-sink ob) (make-chunks)
+                (obuf-room-fn ob) #'chunks-room)
+          (chunks-room ob n)))))
+
+(defun store-into-vector (vector limit encode-fn)
+  "Append to VECTOR, an octet vector with a fill pointer, writing in place."
+  (let* ((start (fill-pointer vector))
+         (sink (make-vector-sink vector))
+         (ob nil))
+    (unwind-protect
+         (progn
+           (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
+             (declare (ignore data-end))
+             (sb-sys:with-pinned-objects (data)
+               (setf ob (%make-obuf :base (+ (sb-sys:sap-int (sb-sys:vector-sap data))
+                                             data-start start)
+                                    :capacity (- (array-total-size vector) start)
+                                    :limit limit :room-fn #'vector-room :sink sink))
+               (clip-window ob)
+               (funcall encode-fn ob)))
+           (let ((total (obuf-total ob))
+                 (direct (vector-sink-direct sink)))
+             (when direct
+               ;; spilled: grow once, then copy the spilled chunks after the direct part
+               (setf vector (adjust-array vector (+ start total)))
+               (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
+                 (declare (ignore data-end))
+                 (sb-sys:with-pinned-objects (data)
+                   (copy-chunks-to-sap ob (sb-sys:vector-sap data) (+ data-start start direct)))))
+             (setf (fill-pointer vector) (+ start total))
+             vector))
+      (when (and ob (chunks-p (obuf-sink ob)))
+        (free-chunks ob)))))
+
+(defun file-mode-for (target)
+  "The permission bits for a file written at TARGET: those of the file it
+replaces, or #o644 masked by the umask for a new one."
+  (handler-case (logand #o7777 (sb-posix:stat-mode (sb-posix:stat target)))
+    (sb-posix:syscall-error () #o666)))
+
+(defun sync-directory (directory)
+  (let ((fd (sb-posix:open directory sb-posix:o-rdonly)))
+    (unwind-protect (sb-posix:fsync fd)
+      (sb-posix:close fd))))
+
+(defun store-into-file (place limit encode-fn)
+  "Write a new file next to PLACE, sync it, rename it over PLACE and sync the
+directory: a crash at any moment leaves the old file or the new one."
+  (let* ((path (merge-pathnames place))
+         (target (sb-ext:native-namestring (translate-logical-pathname path) :as-file t))
+         (directory (sb-ext:native-namestring
+                     (make-pathname :name nil :type nil :version nil
+                                    :defaults (translate-logical-pathname path))))
+         (temp (format nil "~a.~36r~36r.tmp" target (random (expt 36 6)) (sb-posix:getpid)))
+         (fd (sb-posix:open temp (logior sb-posix:o-wronly sb-posix:o-creat sb-posix:o-excl)
+                            (file-mode-for target)))
+         (done nil))
+    (unwind-protect
+         (progn
+           (call-with-fd-obuf fd limit encode-fn)
+           (sb-posix:fsync fd)
+           (sb-posix:close fd)
+           (setf fd nil)
+           (sb-posix:rename temp target)
+           (setf done t)
+           (sync-directory (if (string= directory "") "." directory))
+           path)
+      (unless done
+        (when fd (sb-posix:close fd))
+        (ignore-errors (sb-posix:unlink temp))))))
+
+;;; Store ---------------------------------------------------------------------
+
+(defun store (place data &key (track-references *track-references*)
+                              (support-shared-list-structures *support-shared-list-structures*)
+                              as-separate-objects
+                              (output-magic-number *output-magic-number*)
+                              (output-end-marker *output-end-marker*)
+                              (max-to-write *max-to-write*)
+                              (max-depth *max-depth*)
+                              (store-class-slots *store-class-slots*))
+  "Store DATA in PLACE and return the place (for NIL, the new vector).
+
+PLACE is NIL (a fresh (simple-array (unsigned-byte 8) (*)) is returned), an
+octet vector with a fill pointer (bytes are appended; an adjustable vector
+grows, a full non-adjustable one signals OUT-OF-SPACE), a string or pathname
+naming a file (replaced atomically: a temporary file in the same directory is
+written, synced and renamed), or a binary output stream.
+
+With AS-SEPARATE-OBJECTS, DATA is a list whose elements are stored one after
+the other; RESTORE returns them as multiple values.  The other keywords
+override the special variables of the same names (see their documentation):
+TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES, OUTPUT-MAGIC-NUMBER,
+OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
+  (flet ((encode-to (ob)
+           (encode ob data :track-references track-references
+                           :support-shared-list-structures support-shared-list-structures
+                           :as-separate-objects as-separate-objects
+                           :output-magic-number output-magic-number
+                           :output-end-marker output-end-marker
+                           :max-depth max-depth
+                           :store-class-slots store-class-slots)))
+    (cond ((null place)
+           (call-with-chunk-obuf max-to-write
+                                 (lambda (ob) (encode-to ob) (chunks-to-vector ob))))
+          ((octet-vector-with-fill-pointer-p place)
+           (store-into-vector place max-to-write #'encode-to))
+          ((or (stringp place) (pathnamep place))
+           (store-into-file place max-to-write #'encode-to))
+          ((and (streamp place) (output-stream-p place))
+           (call-with-stream-obuf place max-to-write #'encode-to)
+           place)
+          (t (error 'store-error
+                    :message (format nil "cannot store to ~s: expected NIL, an octet vector ~
+                                          with a fill pointer, a file name or an output stream"
+                                     place))))))
+
+(defun store-to-sap (sap size data &key (track-references *track-references*)
+                                        (support-shared-list-structures
+                                         *support-shared-list-structures*)
+                                        as-separate-objects
+                                        (output-magic-number *output-magic-number*)
+                                        (output-end-marker *output-end-marker*)
+                                        (max-to-write *max-to-write*)
+                                        (max-depth *max-depth*)
+                                        (store-class-slots *store-class-slots*))
+  "Store DATA in the SIZE bytes of raw memory at SAP; return the number of
+bytes written.  When they do not suffice, OUT-OF-SPACE is signalled with the
+restart USE-LARGER-SPACE (new-sap new-size), which copies what was written
+to the new region and carries on there.  Keywords as for STORE."
+  (let ((ob (make-fixed-obuf (sb-sys:sap-int sap) size max-to-write :kind :sap)))
+    (encode ob data :track-references track-references
+                    :support-shared-list-structures support-shared-list-structures
+                    :as-separate-objects as-separate-objects
+                    :output-magic-number output-magic-number
+                    :output-end-marker output-end-marker
+                    :max-depth max-depth
+                    :store-class-slots store-class-slots)
+    (obuf-total ob)))
+
+;;; Restore -------------------------------------------------------------------
+
+(defun decode (ib max-to-read max-depth intern-symbols)
+  (values-list
+   (read-top-level (make-restore-state ib :max-depth max-depth
+                                          :intern-symbols intern-symbols
+                                          :max-alloc max-to-read))))
+
+(defun restore-from-stream (stream max-to-read max-depth intern-symbols)
+  (call-with-stream-ibuf
+   stream max-to-read
+   (lambda (ib)
+     (multiple-value-prog1 (decode ib max-to-read max-depth intern-symbols)
+       ;; a file stream was read ahead: put back what the data did not use
+       (when (and (typep stream 'file-stream) (plusp (available ib)))
+         (file-position stream (- (file-position stream) (available ib))))))))
+
+(defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
+                           (intern-symbols *intern-symbols*))
+  "Restore the object(s) stored in PLACE: an octet vector (up to its fill
+pointer), a string or pathname naming a file, or a binary input stream.
+Returns the stored object, or one value per object when several were stored
+\(AS-SEPARATE-OBJECTS).  Reading stops at the end of the input or at an end
+marker.  The keywords override *MAX-TO-READ*, *MAX-DEPTH* and
+*INTERN-SYMBOLS*.  Malformed input signals INVALID-INPUT; limits signal
+LIMIT-EXCEEDED."
+  (cond ((typep place '(simple-array (unsigned-byte 8) (*)))
+         (sb-sys:with-pinned-objects (place)
+           (decode (make-fixed-ibuf (sb-sys:sap-int (sb-sys:vector-sap place))
+                                    (length place) max-to-read)
+                   max-to-read max-depth intern-symbols)))
+        ((typep place '(vector (unsigned-byte 8)))
+         (sb-kernel:with-array-data ((data place) (start 0) (end (length place)))
+           (sb-sys:with-pinned-objects (data)
+             (decode (make-fixed-ibuf (+ (sb-sys:sap-int (sb-sys:vector-sap data)) start)
+                                      (- end start) max-to-read)
+                     max-to-read max-depth intern-symbols))))
+        ((or (stringp place) (pathnamep place))
+         (with-open-file (stream place :element-type '(unsigned-byte 8))
+           (restore-from-stream stream max-to-read max-depth intern-symbols)))
+        ((and (streamp place) (input-stream-p place))
+         (restore-from-stream place max-to-read max-depth intern-symbols))
+        (t (error 'restore-error
+                  :message (format nil "cannot restore from ~s: expected an octet vector, ~
+                                        a file name or an input stream" place)))))
+
+(defun restore-from-sap (sap size &key (max-to-read *max-to-read*) (max-depth *max-depth*)
+                                       (intern-symbols *intern-symbols*))
+  "Restore the object(s) stored in the SIZE bytes of raw memory at SAP (for
+example an mmap'ed file).  Keywords and values as for RESTORE."
+  (decode (make-fixed-ibuf (sb-sys:sap-int sap) size max-to-read)
+          max-to-read max-depth intern-symbols))

@@ -1,0 +1,277 @@
+;;;; Arrays.
+;;;;
+;;;;   SIMPLE-VECTOR       n, n objects (a container: header n, contents)
+;;;;   SPECIALIZED-VECTOR  element-type code, n, raw payload
+;;;;   ARRAY               every other array: flags, element-type code, rank,
+;;;;                       dimensions, [fill pointer], then either the
+;;;;                       displaced-to array and offset, or the contents
+;;;;
+;;;; Raw payloads are little-endian and packed (bit, 2 and 4 bit elements
+;;;; LSB first within a byte; unused bits of the last byte zero), which is how
+;;;; SBCL lays them out in memory on little-endian machines, so they move
+;;;; with one block copy.  Fixnum and (unsigned-byte 62) vectors hold tagged
+;;;; words in SBCL and are converted element by element.
+
+(in-package #:binstore)
+
+(defconstant +array-fill-pointer+ 1)
+(defconstant +array-adjustable+ 2)
+(defconstant +array-displaced+ 4)
+
+(declaim (inline element-bits element-type-of-code))
+(defun element-bits (code) (third (svref +element-types+ code)))
+(defun element-type-of-code (code) (second (svref +element-types+ code)))
+
+(defun element-type-code (array)
+  "The format's code for ARRAY's element type."
+  (let ((type (array-element-type array)))
+    (or (position type +element-types+ :key #'second :test #'equal)
+        (error 'unstorable-object :object array
+                                  :message (format nil "array element type ~s is not known" type)))))
+
+(defun read-element-type-code (rs)
+  (let ((code (read-u8 (rs-ibuf rs))))
+    (unless (< code (length +element-types+))
+      (restore-invalid rs (format nil "array element type code ~d" code)
+                       "a code listed in doc/FORMAT.md"))
+    code))
+
+(defun payload-bytes (code count)
+  "Bytes of raw payload for COUNT elements of the element type CODE."
+  (ceiling (* count (element-bits code)) 8))
+
+;;; Raw payloads ----------------------------------------------------------
+
+(defun write-payload (ob storage code count)
+  "Write COUNT elements of the simple specialized vector STORAGE."
+  (case code
+    ((10 16)                            ; ub62 and fixnum: tagged in memory
+     (dotimes (i count) (write-s64 ob (aref storage i))))
+    (t
+     (let* ((bits (element-bits code))
+            (whole (floor (* count bits) 8))
+            (partial-bits (mod (* count bits) 8)))
+       (sb-sys:with-pinned-objects (storage)
+         (let ((sap (sb-sys:vector-sap storage)))
+           (write-octets-from-sap ob sap 0 whole)
+           (unless (zerop partial-bits)
+             (write-u8 ob (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap whole))))))))))
+
+(defun check-payload-range (rs sap nbytes code start-offset)
+  "Signal if a value in the copied payload is outside its element type."
+  (flet ((scan (width limit)
+           (loop for i from 0 below nbytes by width
+                 for v = (ecase width
+                           (1 (sb-sys:sap-ref-8 sap i))
+                           (2 (sb-sys:sap-ref-16 sap i))
+                           (4 (sb-sys:sap-ref-32 sap i))
+                           (8 (sb-sys:sap-ref-64 sap i)))
+                 when (>= v limit)
+                   do (invalid (rs-ibuf rs)
+                               (format nil "element ~d does not fit ~s" v
+                                       (element-type-of-code code))
+                               "an element of the array's type" (+ start-offset i)))))
+    (case code
+      (4 (scan 1 128))
+      (6 (scan 2 (expt 2 15)))
+      (8 (scan 4 (expt 2 31)))
+      (11 (scan 8 (expt 2 63))))))
+
+(defun read-payload (rs storage code count)
+  "Fill the first COUNT elements of the simple specialized vector STORAGE."
+  (let ((ib (rs-ibuf rs)))
+    (case code
+      (16 (dotimes (i count)
+            (let ((v (read-s64 ib)))
+              (unless (typep v 'fixnum)
+                (invalid ib (format nil "~d is not a fixnum" v) "a fixnum" (- (ibuf-offset ib) 8)))
+              (setf (aref storage i) v))))
+      (10 (dotimes (i count)
+            (let ((v (read-u64 ib)))
+              (unless (< v (expt 2 62))
+                (invalid ib (format nil "~d is not an (unsigned-byte 62)" v)
+                         "an (unsigned-byte 62)" (- (ibuf-offset ib) 8)))
+              (setf (aref storage i) v))))
+      (t
+       (let ((nbytes (payload-bytes code count))
+             (partial-bits (mod (* count (element-bits code)) 8))
+             (start (ibuf-offset ib)))
+         (sb-sys:with-pinned-objects (storage)
+           (let ((sap (sb-sys:vector-sap storage)))
+             (read-octets-to-sap ib sap 0 nbytes)
+             ;; SBCL expects the unused bits after the last element to be zero
+             (unless (zerop partial-bits)
+               (setf (sb-sys:sap-ref-8 sap (1- nbytes))
+                     (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap (1- nbytes)))))
+             (check-payload-range rs sap nbytes code start))))))
+    storage))
+
+;;; Simple vectors --------------------------------------------------------
+
+(defun write-simple-vector-header (ss v)
+  (write-u8 (ss-obuf ss) +tag-simple-vector+)
+  (write-varint (ss-obuf ss) (length v))
+  nil)
+
+(defun write-simple-vector-contents (ss v)
+  (declare (type simple-vector v))
+  (loop for x across v do (write-object ss x)))
+
+(defun read-simple-vector-header (rs)
+  (let* ((ib (rs-ibuf rs))
+         (n (check-count ib (read-varint ib) 1 "a vector")))
+    (charge rs (* 8 (+ n 2)))
+    (make-array n)))
+
+(defun fill-simple-vector (rs v)
+  (declare (type simple-vector v))
+  (dotimes (i (length v) v)
+    (setf (svref v i) (read-object rs))))
+
+;;; Specialized simple vectors ---------------------------------------------
+
+(defun write-specialized-vector (ob v code)
+  (write-u8 ob +tag-specialized-vector+)
+  (write-u8 ob code)
+  (write-varint ob (length v))
+  (write-payload ob v code (length v)))
+
+(defun read-specialized-vector (rs id)
+  (let* ((ib (rs-ibuf rs))
+         (code (read-element-type-code rs))
+         (n (read-varint ib)))
+    (when (member code (list +element-type-t+ +element-type-character+ +element-type-base-char+))
+      (restore-invalid rs "a specialized vector of element type t or a character type"
+                       "a raw element type code"))
+    (if (= code +element-type-nil+)
+        (charge rs n)
+        (check-count ib n (/ (element-bits code) 8) "a specialized vector"))
+    (charge rs (+ 16 (payload-bytes code n)))
+    (let ((v (make-array n :element-type (element-type-of-code code))))
+      (unless (= code +element-type-nil+)
+        (read-payload rs v code n))
+      (register rs id v))))
+
+;;; Every other array -------------------------------------------------------
+
+(defun array-flags (a)
+  (logior (if (array-has-fill-pointer-p a) +array-fill-pointer+ 0)
+          (if (adjustable-array-p a) +array-adjustable+ 0)
+          (if (array-displacement a) +array-displaced+ 0)))
+
+(defun general-t-array-p (a)
+  "True for the arrays whose contents are arbitrary objects (containers)."
+  (and (eq (array-element-type a) t) (not (array-displacement a))))
+
+(defun write-array-header (ss a)
+  "Flags, element type, rank, dimensions, fill pointer and, for a displaced
+array, the array it is displaced to and the offset."
+  (let ((ob (ss-obuf ss)) (code (element-type-code a)))
+    (write-u8 ob +tag-array+)
+    (write-u8 ob (array-flags a))
+    (write-u8 ob code)
+    (write-varint ob (array-rank a))
+    (dolist (d (array-dimensions a)) (write-varint ob d))
+    (when (array-has-fill-pointer-p a) (write-varint ob (fill-pointer a)))
+    (multiple-value-bind (target offset) (array-displacement a)
+      (when target
+        (write-object ss target)
+        (write-varint ob offset)))
+    nil))
+
+(defun write-array-contents (ss a)
+  "The elements of a non-displaced array, in row-major order."
+  (let ((ob (ss-obuf ss))
+        (storage (sb-ext:array-storage-vector a))
+        (n (array-total-size a))
+        (code (element-type-code a)))
+    (cond ((= code +element-type-t+)
+           (dotimes (i n) (write-object ss (svref storage i))))
+          ((= code +element-type-character+) (write-utf8-chars ob storage 0 n))
+          ((= code +element-type-base-char+)
+           (sb-sys:with-pinned-objects (storage)
+             (write-octets-from-sap ob (sb-sys:vector-sap storage) 0 n)))
+          ((= code +element-type-nil+))
+          (t (write-payload ob storage code n)))))
+
+(defun write-general-array (ss a)
+  "An array that is neither a simple vector nor a T array with contents."
+  (write-array-header ss a)
+  (unless (array-displacement a)
+    (write-array-contents ss a)))
+
+;;; Reading: the header yields the array (allocated, or displaced) and the
+;;; element type code, which FILL-ARRAY needs.
+
+(defun read-dimensions (rs)
+  (let* ((ib (rs-ibuf rs))
+         (rank (read-varint ib)))
+    (unless (< rank array-rank-limit)
+      (restore-invalid rs (format nil "array rank ~d" rank)
+                       (format nil "a rank below ~d" array-rank-limit)))
+    (let ((dims (loop repeat rank collect (read-varint ib)))
+          (total 1))
+      (dolist (d dims)
+        (unless (< d array-dimension-limit)
+          (restore-invalid rs (format nil "array dimension ~d" d) "a valid dimension"))
+        (setf total (* total d))
+        (unless (< total array-total-size-limit)
+          (restore-invalid rs "array total size too large" "a valid array size")))
+      (values dims total))))
+
+(defun read-array-header (rs)
+  "Read an ARRAY header; return the array and its element type code."
+  (let* ((ib (rs-ibuf rs))
+         (flags (read-u8 ib))
+         (code (read-element-type-code rs)))
+    (unless (< flags 8)
+      (restore-invalid rs (format nil "array flags #x~x" flags) "flags below 8"))
+    (multiple-value-bind (dims total) (read-dimensions rs)
+      (let ((fill-pointer (when (logtest flags +array-fill-pointer+)
+                            (let ((fp (read-varint ib)))
+                              (unless (and (= (length dims) 1) (<= fp total))
+                                (restore-invalid rs (format nil "fill pointer ~d" fp)
+                                                 "a fill pointer within a vector"))
+                              fp)))
+            (adjustable (logtest flags +array-adjustable+))
+            (type (element-type-of-code code)))
+        (if (logtest flags +array-displaced+)
+            (values (read-displaced-array rs dims total type fill-pointer adjustable)
+                    code)
+            (progn
+              (if (member code (list +element-type-t+ +element-type-character+
+                                     +element-type-base-char+))
+                  (check-count ib total 1 "an array")
+                  (if (= code +element-type-nil+)
+                      (charge rs total)
+                      (check-count ib total (/ (element-bits code) 8) "an array")))
+              (charge rs (+ 64 (if (member code (list +element-type-t+ +element-type-character+))
+                                   (* 8 total)
+                                   (payload-bytes code total))))
+              (values (make-array dims :element-type type :fill-pointer fill-pointer
+                                       :adjustable adjustable)
+                      code)))))))
+
+(defun read-displaced-array (rs dims total type fill-pointer adjustable)
+  (let* ((target (read-object rs))
+         (offset (read-varint (rs-ibuf rs))))
+    (unless (and (arrayp target)
+                 (equal (array-element-type target) (upgraded-array-element-type type))
+                 (<= (+ offset total) (array-total-size target)))
+      (restore-invalid rs "an array displaced to something it cannot fit in"
+                       "an array of the same element type, large enough"))
+    (make-array dims :element-type type :fill-pointer fill-pointer
+                     :adjustable adjustable
+                     :displaced-to target :displaced-index-offset offset)))
+
+(defun fill-array (rs a code)
+  "Read the contents of the freshly made, non-displaced array A."
+  (let ((storage (sb-ext:array-storage-vector a))
+        (n (array-total-size a)))
+    (cond ((= code +element-type-t+)
+           (dotimes (i n) (setf (svref storage i) (read-object rs))))
+          ((= code +element-type-character+) (read-utf8-into (rs-ibuf rs) storage n))
+          ((= code +element-type-base-char+) (read-base-chars-into rs storage 0 n))
+          ((= code +element-type-nil+))
+          (t (read-payload rs storage code n)))
+    a))

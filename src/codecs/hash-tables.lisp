@@ -1,0 +1,87 @@
+;;;; Hash tables.
+;;;;
+;;;;   HASH-TABLE flags [test-name] size rehash-size rehash-threshold n | n (key value)
+;;;; flags: bits 0-2 the test (0 eq, 1 eql, 2 equal, 3 equalp, 4 a named
+;;;; custom test whose name follows as an object), bits 3-5 the weakness
+;;;; (0 none, 1 :key, 2 :value, 3 :key-and-value, 4 :key-or-value), bit 6
+;;;; synchronized.  Everything up to n is the header; the pairs are the
+;;;; contents.
+
+(in-package #:binstore)
+
+(defparameter +hash-table-tests+ #(eq eql equal equalp))
+(defparameter +hash-table-weaknesses+ #(nil :key :value :key-and-value :key-or-value))
+
+(defun write-hash-table-header (ss h)
+  (let* ((ob (ss-obuf ss))
+         (test (hash-table-test h))
+         (test-code (or (position test +hash-table-tests+) 4))
+         (weakness (position (sb-ext:hash-table-weakness h) +hash-table-weaknesses+)))
+    (write-u8 ob (logior test-code (ash weakness 3)
+                         (if (sb-ext:hash-table-synchronized-p h) 64 0)))
+    (when (= test-code 4)
+      (write-object ss test))
+    (write-varint ob (hash-table-size h))
+    (write-object ss (hash-table-rehash-size h))
+    (write-object ss (hash-table-rehash-threshold h))
+    (write-varint ob (hash-table-count h))
+    nil))
+
+(defun write-hash-table-tag+header (ss h)
+  (write-u8 (ss-obuf ss) +tag-hash-table+)
+  (write-hash-table-header ss h))
+
+(defun write-hash-table-contents (ss h)
+  (let ((n 0))
+    (maphash (lambda (k v)
+               (write-object ss k)
+               (write-object ss v)
+               (incf n))
+             h)
+    (unless (= n (hash-table-count h))
+      (error 'store-error :message "a hash table changed while it was being stored"))))
+
+;;; Decoding -----------------------------------------------------------
+
+(defun read-hash-table-header (rs)
+  "Make the table; return it and the number of pairs to fill."
+  (let* ((ib (rs-ibuf rs))
+         (flags (read-u8 ib))
+         (test-code (logand flags 7))
+         (weakness-code (ldb (byte 3 3) flags)))
+    (unless (and (<= test-code 4) (<= weakness-code 4) (< flags 128))
+      (restore-invalid rs (format nil "hash table flags #x~2,'0x" flags)
+                       "a test code 0-4 and weakness code 0-4"))
+    (let* ((test (if (= test-code 4)
+                     (let ((name (read-object rs)))
+                       (unless (and name (symbolp name))
+                         (restore-invalid rs "a custom hash table test that is not a symbol"
+                                          "the name of a hash table test"))
+                       name)
+                     (svref +hash-table-tests+ test-code)))
+           (size (read-varint ib))
+           (rehash-size (read-object rs))
+           (threshold (read-object rs))
+           (count (check-count ib (read-varint ib) 2 "a hash table")))
+      (unless (typep rehash-size '(or (integer 1 *) (float (1.0) *)))
+        (restore-invalid rs (format nil "rehash size ~s" rehash-size)
+                         "an integer >= 1 or a float > 1.0"))
+      (unless (and (realp threshold) (< 0 threshold) (<= threshold 1))
+        (restore-invalid rs (format nil "rehash threshold ~s" threshold)
+                         "a real in (0, 1]"))
+      (charge rs (* 48 (+ 8 (max size count))))
+      (values
+       (handler-case
+           (make-hash-table :test test :size size :rehash-size rehash-size
+                            :rehash-threshold threshold
+                            :weakness (svref +hash-table-weaknesses+ weakness-code)
+                            :synchronized (logbitp 6 flags))
+         (error ()
+           (restore-invalid rs (format nil "~s is not a hash table test here" test)
+                            "a hash table test defined in this image")))
+       count))))
+
+(defun fill-hash-table (rs h count)
+  (dotimes (i count h)
+    (let ((key (read-object rs)))
+      (setf (gethash key h) (read-object rs)))))

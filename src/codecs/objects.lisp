@@ -1,0 +1,165 @@
+;;;; Structures, standard objects and conditions.
+;;;;
+;;;;   CLASS-DESCRIPTOR kind class-name n slot-name1 .. slot-namen
+;;;;   INSTANCE descriptor value1 .. valuen
+;;;; A descriptor is written once per class and store (always DEF'd), then
+;;;; referenced.  An unbound slot's value is the UNBOUND-SLOT tag.  The header
+;;;; of an instance is its tag and descriptor; the values are its contents.
+;;;;
+;;;; On restore a descriptor is resolved once against the classes of the
+;;;; running image: a missing class or slot signals MISSING-CLASS /
+;;;; MISSING-SLOT with restarts, and the answer serves every instance.
+
+(in-package #:binstore)
+
+(defstruct (class-descriptor (:constructor make-class-descriptor (class kind slot-names)))
+  class kind slot-names)
+
+(defun stored-slots (class kind store-class-slots)
+  "The slot definitions of CLASS whose values are stored."
+  (unless (sb-mop:class-finalized-p class)
+    (sb-mop:finalize-inheritance class))
+  (remove-if-not (lambda (slotd)
+                   (or (/= kind +class-kind-standard-object+)
+                       store-class-slots
+                       (eq (sb-mop:slot-definition-allocation slotd) :instance)))
+                 (sb-mop:class-slots class)))
+
+(defun class-kind (object)
+  (etypecase object
+    (structure-object +class-kind-structure+)
+    (condition +class-kind-condition+)
+    (standard-object +class-kind-standard-object+)))
+
+(defun descriptor-for (ss object)
+  (let ((class (class-of object)))
+    (or (gethash class (ss-descriptors ss))
+        (setf (gethash class (ss-descriptors ss))
+              (let ((kind (class-kind object)))
+                (make-class-descriptor
+                 class kind
+                 (mapcar #'sb-mop:slot-definition-name
+                         (stored-slots class kind (ss-store-class-slots ss)))))))))
+
+(defun write-class-descriptor (ss d)
+  (when (eq (note-reference ss d t) :def)
+    (let ((ob (ss-obuf ss)))
+      (write-u8 ob +tag-class-descriptor+)
+      (write-u8 ob (class-descriptor-kind d))
+      (write-object ss (class-name (class-descriptor-class d)))
+      (write-varint ob (length (class-descriptor-slot-names d)))
+      (dolist (name (class-descriptor-slot-names d))
+        (write-object ss name)))))
+
+(defun write-instance-header (ss object)
+  "Tag and descriptor; returns the descriptor for the contents."
+  (let ((d (descriptor-for ss object)))
+    (write-u8 (ss-obuf ss) +tag-instance+)
+    (write-class-descriptor ss d)
+    d))
+
+(defun write-instance-contents (ss object d)
+  (let ((ob (ss-obuf ss)))
+    (dolist (name (class-descriptor-slot-names d))
+      (if (slot-boundp object name)
+          (write-object ss (slot-value object name))
+          (write-u8 ob +tag-unbound-slot+)))))
+
+;;; Decoding -----------------------------------------------------------
+;;; A restored descriptor holds the class to instantiate and, per stored
+;;; slot, the slot definition to set (NIL: discard the value).
+
+(defstruct (restore-descriptor (:constructor make-restore-descriptor (class slots)))
+  class slots)
+
+(defun find-or-ask-class (rs name)
+  (or (and (symbolp name) (find-class name nil))
+      (restart-case
+          (error 'missing-class :name name :offset (ibuf-offset (rs-ibuf rs))
+                                :message "no such class")
+        (use-other-class (class)
+          :report "Use another class instead."
+          :interactive (lambda ()
+                         (format *query-io* "Class name: ")
+                         (list (read *query-io*)))
+          (find-or-ask-class rs (if (typep class 'class) (class-name class) class))))))
+
+(defun find-or-ask-slot (rs class name)
+  "The effective slot definition of CLASS for the stored slot NAME, or NIL
+when the caller chose to discard it."
+  (flet ((lookup (name)
+           (find name (sb-mop:class-slots class) :key #'sb-mop:slot-definition-name)))
+    (or (lookup name)
+        (restart-case
+            (error 'missing-slot :class (class-name class) :name name
+                                 :offset (ibuf-offset (rs-ibuf rs))
+                                 :message "no such slot")
+          (discard-slot ()
+            :report "Discard the stored values of this slot."
+            nil)
+          (use-other-slot (other)
+            :report "Store the values in another slot."
+            :interactive (lambda ()
+                           (format *query-io* "Slot name: ")
+                           (list (read *query-io*)))
+            (find-or-ask-slot rs class other))))))
+
+(defun read-class-descriptor (rs id)
+  (let* ((ib (rs-ibuf rs))
+         (kind (read-u8 ib))
+         (name (read-object rs))
+         (n (check-count ib (read-varint ib) 1 "a slot list"))
+         (slot-names (loop repeat n collect (read-object rs))))
+    (unless (<= kind +class-kind-condition+)
+      (restore-invalid rs (format nil "class kind ~d" kind) "0, 1 or 2"))
+    (unless (every #'symbolp slot-names)
+      (restore-invalid rs "a slot name that is not a symbol" "symbols"))
+    (let ((class (find-or-ask-class rs name)))
+      (unless (typep class (ecase kind
+                             (#.+class-kind-structure+ 'structure-class)
+                             (#.+class-kind-standard-object+ 'standard-class)
+                             (#.+class-kind-condition+ 'sb-pcl::condition-class)))
+        (restore-invalid rs (format nil "class ~s is not of the stored kind" (class-name class))
+                         "a class of the same kind"))
+      (unless (sb-mop:class-finalized-p class)
+        (sb-mop:finalize-inheritance class))
+      (register rs id
+                (make-restore-descriptor
+                 class
+                 (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
+                         slot-names))))))
+
+(defun read-instance-header (rs)
+  "Read the descriptor and allocate the instance; return it and the descriptor."
+  (let ((d (read-object rs)))
+    (unless (restore-descriptor-p d)
+      (restore-invalid rs "an instance whose descriptor is not a class descriptor"
+                       "a class descriptor"))
+    (charge rs (* 8 (+ 2 (length (restore-descriptor-slots d)))))
+    (values (allocate-instance (restore-descriptor-class d)) d)))
+
+(defun read-slot-value (rs)
+  "A slot's value, or **UNSET** for an unbound slot."
+  (if (= (peek-u8 (rs-ibuf rs)) +tag-unbound-slot+)
+      (progn (read-u8 (rs-ibuf rs)) **unset**)
+      (read-object rs)))
+
+(defun fill-instance (rs object d)
+  (let ((class (restore-descriptor-class d)))
+    (dolist (slotd (restore-descriptor-slots d) object)
+      (let ((value (read-slot-value rs)))
+        (when slotd
+          (let ((name (sb-mop:slot-definition-name slotd)))
+            (cond ((and (eq value **unset**) (typep class 'structure-class))
+                   (restore-invalid rs (format nil "slot ~s of structure ~s unbound"
+                                               name (class-name class))
+                                    "a value (structure slots are always bound)"))
+                  ((eq value **unset**)
+                   (slot-makunbound object name))
+                  ((typep value (sb-mop:slot-definition-type slotd))
+                   (setf (slot-value object name) value))
+                  (t
+                   (restore-invalid
+                    rs (format nil "slot ~s of ~s gets a ~s" name (class-name class)
+                               (type-of value))
+                    (format nil "a value of type ~s" (sb-mop:slot-definition-type slotd)))))))))))

@@ -1,0 +1,126 @@
+;;;; Strings.  Base strings are raw bytes (each below 128); character strings
+;;;; are their character count followed by UTF-8.  Surrogate code points,
+;;;; which are characters in SBCL, are encoded like any other 3-byte code
+;;;; point so that every string round-trips.  Symbol and package names use
+;;;; the same "string payload" (count + UTF-8) without a tag.
+
+(in-package #:binstore)
+
+(declaim (inline write-utf8-char))
+(defun write-utf8-char (ob code)
+  (declare (type (integer 0 #x10FFFF) code))
+  (cond ((< code #x80) (write-u8 ob code))
+        ((< code #x800)
+         (let ((p (reserve ob 2)) (sap (obuf-sap ob)))
+           (setf (sb-sys:sap-ref-8 sap p) (logior #xC0 (ash code -6))
+                 (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand code #x3F)))))
+        ((< code #x10000)
+         (let ((p (reserve ob 3)) (sap (obuf-sap ob)))
+           (setf (sb-sys:sap-ref-8 sap p) (logior #xE0 (ash code -12))
+                 (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand (ash code -6) #x3F))
+                 (sb-sys:sap-ref-8 sap (+ p 2)) (logior #x80 (logand code #x3F)))))
+        (t
+         (let ((p (reserve ob 4)) (sap (obuf-sap ob)))
+           (setf (sb-sys:sap-ref-8 sap p) (logior #xF0 (ash code -18))
+                 (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand (ash code -12) #x3F))
+                 (sb-sys:sap-ref-8 sap (+ p 2)) (logior #x80 (logand (ash code -6) #x3F))
+                 (sb-sys:sap-ref-8 sap (+ p 3)) (logior #x80 (logand code #x3F)))))))
+
+(defun write-utf8-chars (ob string start end)
+  "Write the characters of STRING from START to END as UTF-8."
+  (declare (type string string) (type index start end) (optimize speed))
+  (sb-kernel:with-array-data ((data string) (start start) (end end))
+    (if (typep data '(simple-array character (*)))
+        (loop for i from start below end
+              do (write-utf8-char ob (char-code (schar data i))))
+        (loop for i from start below end
+              do (write-utf8-char ob (char-code (char data i)))))))
+
+(defun write-string-payload (ob string)
+  "Character count, then UTF-8: the body of a string, symbol or package name."
+  (write-varint ob (length string))
+  (write-utf8-chars ob string 0 (length string)))
+
+(defun write-simple-base-string (ob s)
+  (declare (type simple-base-string s))
+  (let ((n (length s)))
+    (write-u8 ob +tag-base-string+)
+    (write-varint ob n)
+    (sb-sys:with-pinned-objects (s)
+      (write-octets-from-sap ob (sb-sys:vector-sap s) 0 n))))
+
+(defun write-character-string (ob s)
+  (write-u8 ob +tag-string+)
+  (write-string-payload ob s))
+
+;;; Decoding -----------------------------------------------------------
+
+(defun read-utf8-char (ib)
+  "Decode one UTF-8 sequence; return its code point."
+  (declare (type ibuf ib) (optimize speed))
+  (let ((start (ibuf-offset ib))
+        (b0 (read-u8 ib)))
+    (flet ((continuation ()
+             (let ((b (read-u8 ib)))
+               (unless (= (logand b #xC0) #x80)
+                 (invalid ib (format nil "byte #x~2,'0x inside a UTF-8 sequence" b)
+                          "a UTF-8 continuation byte" start))
+               (logand b #x3F)))
+           (bad ()
+             (invalid ib (format nil "byte #x~2,'0x cannot start a UTF-8 sequence" b0)
+                      "UTF-8" start)))
+      (cond ((< b0 #x80) b0)
+            ((< b0 #xC2) (bad))
+            ((< b0 #xE0) (logior (ash (logand b0 #x1F) 6) (continuation)))
+            ((< b0 #xF0)
+             (let* ((c1 (continuation))
+                    (code (logior (ash (logand b0 #x0F) 12) (ash c1 6) (continuation))))
+               (when (< code #x800)
+                 (invalid ib "overlong UTF-8 sequence" "shortest-form UTF-8" start))
+               code))
+            ((< b0 #xF5)
+             (let* ((c1 (continuation)) (c2 (continuation))
+                    (code (logior (ash (logand b0 #x07) 18) (ash c1 12) (ash c2 6)
+                                  (continuation))))
+               (unless (<= #x10000 code #x10FFFF)
+                 (invalid ib (format nil "UTF-8 sequence for code point #x~x" code)
+                          "a code point between #x10000 and #x10FFFF" start))
+               code))
+            (t (bad))))))
+
+(defun read-utf8-into (ib string count)
+  "Decode COUNT characters into the fresh character STRING."
+  (declare (type (simple-array character (*)) string) (type index count)
+           (optimize speed))
+  (dotimes (i count string)
+    (setf (schar string i) (code-char (read-utf8-char ib)))))
+
+(defun read-string-payload (rs)
+  "Read a character count and that many UTF-8 characters into a fresh string."
+  (let* ((ib (rs-ibuf rs))
+         (n (check-count ib (read-varint ib) 1 "a string")))
+    (charge rs (* 4 n))
+    (read-utf8-into ib (make-string n) n)))
+
+(defun read-base-chars-into (rs string start count)
+  "Copy COUNT bytes into the base STRING at START, checking each is below 128."
+  (declare (type simple-base-string string) (type index start count))
+  (let ((ib (rs-ibuf rs))
+        (offset (ibuf-offset (rs-ibuf rs))))
+    (sb-sys:with-pinned-objects (string)
+      (read-octets-to-sap ib (sb-sys:vector-sap string) start count))
+    (let ((bad (position-if (lambda (c) (>= (char-code c) 128)) string
+                            :start start :end (+ start count))))
+      (when bad
+        (invalid ib "a byte above 127 in a base string" "ASCII"
+                 (+ offset (- bad start)))))
+    string))
+
+(defun read-simple-base-string (rs id)
+  (let* ((ib (rs-ibuf rs))
+         (n (check-count ib (read-varint ib) 1 "a base string")))
+    (charge rs n)
+    (register rs id (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n))))
+
+(defun read-character-string (rs id)
+  (register rs id (read-string-payload rs)))

@@ -1,0 +1,95 @@
+;;;; Symbols and packages.
+;;;;
+;;;;   KEYWORD name        SYMBOL package name        UNINTERNED-SYMBOL name
+;;;;   PACKAGE name
+;;;; Each symbol and package is written once per store and referenced after
+;;;; (the writer always DEFs them), which keeps uninterned symbols' identity
+;;;; and makes repeated symbols one or two bytes.
+;;;;
+;;;; Restoring never creates a package silently: a missing one signals
+;;;; MISSING-PACKAGE.  With *intern-symbols* nil it never interns either: a
+;;;; symbol not already present signals MISSING-SYMBOL.
+
+(in-package #:binstore)
+
+(declaim (ftype function note-reference))
+
+(defun write-symbol-body (ss symbol)
+  "Write SYMBOL (not NIL or T) after its DEF."
+  (let ((ob (ss-obuf ss))
+        (package (symbol-package symbol)))
+    (cond ((null package)
+           (write-u8 ob +tag-uninterned-symbol+))
+          ((eq package #.(find-package "KEYWORD"))
+           (write-u8 ob +tag-keyword+))
+          (t
+           (write-u8 ob +tag-symbol+)
+           (write-package-object ss package)))
+    (write-string-payload ob (symbol-name symbol))))
+
+(defun write-package-object (ss package)
+  (when (eq (note-reference ss package t) :def)
+    (let ((ob (ss-obuf ss)))
+      (write-u8 ob +tag-package+)
+      (write-string-payload ob (package-name package)))))
+
+;;; Decoding -----------------------------------------------------------
+
+(defun find-or-ask-package (rs name)
+  "The package named NAME, or what a MISSING-PACKAGE restart provides:
+a package, or NIL meaning 'make the symbols uninterned'."
+  (or (find-package name)
+      (restart-case
+          (error 'missing-package :name name :offset (ibuf-offset (rs-ibuf rs))
+                                  :message (format nil "package ~s does not exist" name))
+        (create-package ()
+          :report (lambda (s) (format s "Create package ~s (using no other package)." name))
+          (make-package name :use '()))
+        (use-other-package (package)
+          :report "Use another package instead."
+          :interactive (lambda ()
+                         (format *query-io* "Package name: ")
+                         (list (read-line *query-io*)))
+          (or (find-package package)
+              (error 'missing-package :name package :offset (ibuf-offset (rs-ibuf rs))
+                                      :message "the replacement package does not exist either")))
+        (make-uninterned ()
+          :report "Restore its symbols as uninterned symbols."
+          nil))))
+
+(defun read-package (rs id)
+  (let ((name (read-string-payload rs)))
+    (register rs id (find-or-ask-package rs name))))
+
+(defun find-or-intern (rs name package)
+  "The symbol NAME in PACKAGE, interning it only when allowed."
+  (multiple-value-bind (symbol status) (find-symbol name package)
+    (cond (status symbol)
+          ((rs-intern-symbols rs) (intern name package))
+          (t (restart-case
+                 (error 'missing-symbol :name name :package package
+                                        :offset (ibuf-offset (rs-ibuf rs))
+                                        :message "symbol not present and interning is off")
+               (intern-anyway ()
+                 :report "Intern the symbol."
+                 (intern name package))
+               (make-uninterned ()
+                 :report "Restore it as an uninterned symbol."
+                 (make-symbol name)))))))
+
+(defun read-keyword (rs id)
+  (let ((name (read-string-payload rs)))
+    (register rs id (find-or-intern rs name #.(find-package "KEYWORD")))))
+
+(defun read-symbol (rs id)
+  (let ((package (read-object rs)))
+    (unless (or (packagep package) (null package))
+      (restore-invalid rs (format nil "a symbol's package is a ~s" (type-of package))
+                       "a package"))
+    (let ((name (read-string-payload rs)))
+      (register rs id (if package
+                          (find-or-intern rs name package)
+                          (make-symbol name))))))
+
+(defun read-uninterned-symbol (rs id)
+  (register rs id (make-symbol (read-string-payload rs))))

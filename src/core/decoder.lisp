@@ -1,0 +1,174 @@
+;;;; The decoder: one dense CASE on the tag byte (a jump table in SBCL),
+;;;; containers read as header then contents, LATER / FILL records, and the
+;;;; top-level loop with the optional header and end marker.
+
+(in-package #:binstore)
+
+(defun read-object (rs)
+  "Read the next object."
+  (declare (type restore-state rs) (optimize speed))
+  (let ((tag (read-u8 (rs-ibuf rs))))
+    (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
+          ((>= tag +first-small-ref-tag+)
+           (object-by-id rs (- tag +first-small-ref-tag+)))
+          (t (read-tagged rs tag nil)))))
+
+(defun read-tagged (rs tag id)
+  "Read the object whose TAG (a type tag) was just consumed, registering it
+under ID unless ID is NIL."
+  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
+  (let ((ib (rs-ibuf rs)))
+    (case tag
+      (#.+tag-nil+ (register rs id nil))
+      (#.+tag-t+ (register rs id t))
+      ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-simple-vector+
+        #.+tag-array+ #.+tag-hash-table+ #.+tag-instance+)
+       (read-container rs tag id))
+      (#.+tag-uint8+ (register rs id (read-u8 ib)))
+      (#.+tag-negint8+ (register rs id (- -1 (read-u8 ib))))
+      (#.+tag-int16+ (register rs id (read-s16 ib)))
+      (#.+tag-int32+ (register rs id (read-s32 ib)))
+      (#.+tag-int64+ (register rs id (read-s64 ib)))
+      (#.+tag-bignum+ (read-bignum rs id))
+      (#.+tag-ratio+ (read-ratio rs id))
+      (#.+tag-single-float+ (register rs id (read-single ib)))
+      (#.+tag-double-float+ (register rs id (read-double ib)))
+      (#.+tag-complex-single+ (read-complex-single rs id))
+      (#.+tag-complex-double+ (read-complex-double rs id))
+      (#.+tag-complex-rational+ (read-complex-rational rs id))
+      (#.+tag-character+ (register rs id (read-character rs)))
+      (#.+tag-base-string+ (read-simple-base-string rs id))
+      (#.+tag-string+ (read-character-string rs id))
+      (#.+tag-specialized-vector+ (read-specialized-vector rs id))
+      (#.+tag-symbol+ (read-symbol rs id))
+      (#.+tag-keyword+ (read-keyword rs id))
+      (#.+tag-uninterned-symbol+ (read-uninterned-symbol rs id))
+      (#.+tag-package+ (read-package rs id))
+      (#.+tag-pathname+ (read-pathname rs id))
+      (#.+tag-class-descriptor+ (read-class-descriptor rs id))
+      (#.+tag-def+
+       (when id
+         (restore-invalid rs "two DEF tags in a row" "an object"))
+       (let ((next (read-u8 ib)))
+         (unless (< next +first-small-ref-tag+)
+           (restore-invalid rs "DEF before an immediate or a reference" "an object tag"))
+         (read-tagged rs next (new-restore-id rs))))
+      (#.+tag-ref+
+       (when id
+         (restore-invalid rs "DEF before a reference" "an object tag"))
+       (let ((ref (read-varint ib)))
+         (object-by-id rs (if (< ref (rs-next-id rs)) ref (rs-next-id rs)))))
+      (#.+tag-later+
+       (when id
+         (restore-invalid rs "DEF before LATER" "an object tag"))
+       (read-later rs))
+      (t (restore-invalid rs (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
+                                     tag (and (< tag 64) (svref +tag-names+ tag)))
+                          "an object tag")))))
+
+;;; Containers ---------------------------------------------------------------
+
+(defun read-container-header (rs tag)
+  "Read the header of the container announced by TAG; return the new
+container and the information FILL-CONTAINER needs."
+  (ecase tag
+    ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+) (read-list-header rs tag))
+    (#.+tag-simple-vector+ (values (read-simple-vector-header rs) nil))
+    (#.+tag-array+ (read-array-header rs))
+    (#.+tag-hash-table+ (read-hash-table-header rs))
+    (#.+tag-instance+ (read-instance-header rs))))
+
+(defun fill-container (rs tag object info)
+  (ecase tag
+    ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+) (fill-list rs object info))
+    (#.+tag-simple-vector+ (fill-simple-vector rs object))
+    (#.+tag-array+
+     ;; a displaced array has no contents
+     (unless (array-displacement object) (fill-array rs object info)))
+    (#.+tag-hash-table+ (fill-hash-table rs object info))
+    (#.+tag-instance+ (fill-instance rs object info)))
+  object)
+
+(defun read-container (rs tag id)
+  (multiple-value-bind (object info) (read-container-header rs tag)
+    (register rs id object)
+    (incf (rs-depth rs))
+    (check-restore-depth rs)
+    (fill-container rs tag object info)
+    (decf (rs-depth rs))
+    object))
+
+(defun read-later (rs)
+  "LATER: a container header whose contents come in a FILL record."
+  (let ((tag (read-u8 (rs-ibuf rs))))
+    (unless (member tag (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-simple-vector+
+                              +tag-array+ +tag-hash-table+ +tag-instance+))
+      (restore-invalid rs (format nil "LATER before tag #x~2,'0x" tag) "a container tag"))
+    (let ((id (new-restore-id rs)))
+      (multiple-value-bind (object info) (read-container-header rs tag)
+        (register rs id object)
+        (unless (rs-pending rs)
+          (setf (rs-pending rs) (make-hash-table)))
+        (setf (gethash id (rs-pending rs))
+              (make-pending-fill tag object info (+ (rs-depth rs) (rs-depth-base rs))))
+        object))))
+
+(defun read-fill (rs)
+  "FILL id contents: complete a container announced by LATER."
+  (let* ((id (read-varint (rs-ibuf rs)))
+         (pending (and (rs-pending rs) (gethash id (rs-pending rs)))))
+    (unless pending
+      (restore-invalid rs (format nil "FILL for id ~d, which awaits no contents" id)
+                       "the id of a LATER container"))
+    (remhash id (rs-pending rs))
+    (setf (rs-depth-base rs) (pending-fill-depth pending)
+          (rs-depth rs) 1)
+    (check-restore-depth rs)
+    (fill-container rs (pending-fill-kind pending) (pending-fill-object pending)
+                    (pending-fill-info pending))
+    (setf (rs-depth-base rs) 0 (rs-depth rs) 0)))
+
+;;; The top level ------------------------------------------------------------
+
+(defun read-header (rs)
+  (let ((ib (rs-ibuf rs)))
+    (loop for expected across +header-octets+
+          do (unless (= (read-u8 ib) expected)
+               (invalid ib "bad magic number" "the octets BST after the header tag"
+                        (1- (ibuf-offset ib)))))
+    (let ((version (read-varint ib)))
+      (unless (<= 1 version +format-version+)
+        (error 'unsupported-version
+               :version version :offset (ibuf-offset ib)
+               :message (format nil "format version ~d" version)
+               :expected (format nil "a version from 1 to ~d" +format-version+))))))
+
+(defun read-top-level (rs)
+  "Read every top-level object in the input; return them as a list."
+  (let ((ib (rs-ibuf rs))
+        (objects '()))
+    (when (at-end-p ib)
+      (error 'truncated-input :offset 0 :message "the input is empty"
+                              :expected "an object"))
+    (when (= (peek-u8 ib) +tag-header+)
+      (read-u8 ib)
+      (read-header rs))
+    (when (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-id-count+))
+      (read-u8 ib)
+      (expect-id-count rs (read-varint ib)))
+    (loop
+      (when (at-end-p ib) (return))
+      (when (= (peek-u8 ib) +tag-end+)
+        (read-u8 ib)
+        (return))
+      (push (read-object rs) objects)
+      (loop until (or (at-end-p ib) (/= (peek-u8 ib) +tag-fill+))
+            do (read-u8 ib)
+               (read-fill rs)))
+    (when (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
+      (restore-invalid rs (format nil "~d container~:p announced by LATER never filled"
+                                  (hash-table-count (rs-pending rs)))
+                       "a FILL record for each"))
+    (when (null objects)
+      (restore-invalid rs "no object before the end marker" "an object"))
+    (nreverse objects)))

@@ -1,0 +1,94 @@
+;;;; What one RESTORE carries from object to object: the input buffer, the
+;;;; vector of objects by id, the depth, the allocation allowance and the
+;;;; containers whose contents will arrive in FILL records.
+
+(in-package #:binstore)
+
+(sb-ext:defglobal **unset** (make-symbol "UNSET")
+  "Marks an id that is reserved but whose object does not exist yet.")
+
+(defstruct (pending-fill (:constructor make-pending-fill (kind object info depth)))
+  kind object info depth)
+
+(defstruct (restore-state (:conc-name rs-) (:constructor %make-restore-state))
+  (ibuf nil :type ibuf)
+  (refs (make-array 64 :initial-element **unset**) :type simple-vector)
+  (next-id 0 :type index)
+  (depth 0 :type index)                ; containers open in the current record
+  (depth-base 0 :type index)           ; logical depth where the current record starts
+  (max-depth nil :type (or null index))
+  (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
+  (alloc-left nil :type (or null integer)) ; bytes we may still allocate
+  (pending nil)                        ; id -> pending-fill, for LATER containers
+  (intern-symbols t))
+
+(defconstant +stack-margin+ (* 256 1024)
+  "Control stack kept free below the decoder, for handlers and the debugger.")
+
+(defun current-stack-floor ()
+  "Lowest control stack address the decoder may recurse down to."
+  (+ (sb-kernel:get-lisp-obj-address sb-vm:*control-stack-start*) +stack-margin+))
+
+(defun make-restore-state (ibuf &key max-depth intern-symbols max-alloc)
+  (%make-restore-state :ibuf ibuf :max-depth max-depth
+                       :stack-floor (current-stack-floor)
+                       :alloc-left max-alloc
+                       :intern-symbols intern-symbols))
+
+(defun restore-invalid (rs message &optional expected)
+  (invalid (rs-ibuf rs) message expected))
+
+(defun new-restore-id (rs)
+  "Reserve the next id."
+  (let* ((id (rs-next-id rs)) (refs (rs-refs rs)))
+    (when (>= id (length refs))
+      (let ((new (make-array (* 2 (length refs)) :initial-element **unset**)))
+        (replace new refs)
+        (setf (rs-refs rs) new)))
+    (setf (rs-next-id rs) (1+ id))
+    id))
+
+(defun expect-id-count (rs count)
+  "Preallocate the id vector for COUNT ids (validated against the input)."
+  (check-count (rs-ibuf rs) count 2 "an id count")
+  (when (> count (length (rs-refs rs)))
+    (let ((new (make-array count :initial-element **unset**)))
+      (replace new (rs-refs rs))
+      (setf (rs-refs rs) new))))
+
+(declaim (inline register))
+(defun register (rs id object)
+  "Record OBJECT under ID (when ID is not NIL); return OBJECT."
+  (when id (setf (svref (rs-refs rs) id) object))
+  object)
+
+(defun object-by-id (rs id)
+  (let ((object (if (< id (rs-next-id rs)) (svref (rs-refs rs) id) **unset**)))
+    (when (eq object **unset**)
+      (restore-invalid rs (format nil "reference to id ~d, which is not defined yet" id)
+                       "an id defined earlier"))
+    object))
+
+(defun charge (rs bytes)
+  "Count BYTES of memory about to be allocated against max-to-read."
+  (declare (type restore-state rs) (type unsigned-byte bytes))
+  (let ((left (rs-alloc-left rs)))
+    (when left
+      (when (> bytes left)
+        (error 'limit-exceeded :limit :max-to-read :value (rs-alloc-left rs)
+                               :offset (ibuf-offset (rs-ibuf rs))
+                               :message "restoring would allocate more memory than max-to-read allows"))
+      (setf (rs-alloc-left rs) (- left bytes)))))
+
+(defun check-restore-depth (rs)
+  "Refuse to nest deeper than max-depth, or than the control stack allows."
+  (declare (type restore-state rs))
+  (let ((max (rs-max-depth rs)))
+    (when (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
+      (error 'limit-exceeded :limit :max-depth :value max
+                             :offset (ibuf-offset (rs-ibuf rs))
+                             :message "the data nests deeper than max-depth")))
+  (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor rs))
+    (error 'limit-exceeded :limit :control-stack :value +max-physical-depth+
+                           :offset (ibuf-offset (rs-ibuf rs))
+                           :message "the input nests deeper than the control stack allows (binstore itself never writes more than +max-physical-depth+ levels)")))

@@ -1,0 +1,199 @@
+;;;; Input buffer and sources.
+;;;;
+;;;; An IBUF is a window [base, base+end) of raw memory the decoder reads with
+;;;; sap-ref; POS is the next unread byte.  Every read first checks that the
+;;;; bytes it needs lie inside the window (one comparison); when they do not,
+;;;; REFILL asks the source for more, or signals TRUNCATED-INPUT /
+;;;; LIMIT-EXCEEDED.  Nothing past END is ever touched.
+;;;;
+;;;; Sources: a fixed region (an octet vector pinned by the caller, or raw
+;;;; memory) and any binary input stream (through a pinned staging vector).
+
+(in-package #:binstore)
+
+(defstruct (ibuf (:constructor %make-ibuf))
+  (base 0 :type sb-ext:word)          ; address of the window
+  (pos 0 :type index)                 ; next byte to read, relative to BASE
+  (end 0 :type index)                 ; bytes valid in the window
+  (consumed 0 :type index)            ; input bytes before BASE
+  (limit nil :type (or null index))   ; max-to-read
+  (cut-by-limit nil)                  ; true when END stops at the limit, not the data
+  (refill-fn nil :type (or null function))
+  (source nil))
+
+(declaim (inline ibuf-sap ibuf-offset))
+(defun ibuf-sap (ib) (sb-sys:int-sap (ibuf-base ib)))
+(defun ibuf-offset (ib)
+  "Absolute offset in the input of the next byte to read."
+  (+ (ibuf-consumed ib) (ibuf-pos ib)))
+
+(defun invalid (ib message &optional expected (offset (ibuf-offset ib)))
+  "Signal INVALID-INPUT at the current (or given) offset."
+  (error 'invalid-input :offset offset :message message :expected expected))
+
+(defun refill (ib n)
+  "Make at least N bytes available at POS, or signal why they cannot be."
+  (declare (type ibuf ib) (type index n))
+  (let ((fn (ibuf-refill-fn ib)))
+    (when fn (funcall fn ib n))
+    (when (> (+ (ibuf-pos ib) n) (ibuf-end ib))
+      (if (ibuf-cut-by-limit ib)
+          (error 'limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
+                                 :offset (ibuf-offset ib)
+                                 :message "the input is longer than max-to-read allows")
+          (error 'truncated-input :offset (ibuf-offset ib)
+                                  :message (format nil "the input ends ~d byte~:p short"
+                                                   (- (+ (ibuf-pos ib) n) (ibuf-end ib)))
+                                  :expected (format nil "~d more byte~:p" n)))))
+  ib)
+
+(declaim (inline need))
+(defun need (ib n)
+  "Ensure N (small) bytes can be read at POS; return POS."
+  (declare (type ibuf ib) (type (integer 0 64) n) (optimize speed))
+  (when (> (+ (ibuf-pos ib) n) (ibuf-end ib))
+    (refill ib n))
+  (ibuf-pos ib))
+
+(declaim (inline available at-end-p))
+(defun available (ib)
+  "Bytes readable without refilling."
+  (- (ibuf-end ib) (ibuf-pos ib)))
+
+(defun at-end-p (ib)
+  "True when no byte is left in the input."
+  (and (= (ibuf-pos ib) (ibuf-end ib))
+       (or (null (ibuf-refill-fn ib))
+           (progn (funcall (ibuf-refill-fn ib) ib 1)
+                  (= (ibuf-pos ib) (ibuf-end ib))))))
+
+(defmacro define-reader (name size accessor)
+  "Define an inline reader of a SIZE-byte little-endian value via ACCESSOR."
+  `(progn
+     (declaim (inline ,name))
+     (defun ,name (ib)
+       (declare (type ibuf ib) (optimize speed))
+       (let ((p (need ib ,size)))
+         (setf (ibuf-pos ib) (+ p ,size))
+         (,accessor (ibuf-sap ib) p)))))
+
+(define-reader read-u8 1 sb-sys:sap-ref-8)
+(define-reader read-u16 2 sb-sys:sap-ref-16)
+(define-reader read-u32 4 sb-sys:sap-ref-32)
+(define-reader read-s8 1 sb-sys:signed-sap-ref-8)
+(define-reader read-s16 2 sb-sys:signed-sap-ref-16)
+(define-reader read-s32 4 sb-sys:signed-sap-ref-32)
+(define-reader read-s64 8 sb-sys:signed-sap-ref-64)
+(define-reader read-u64 8 sb-sys:sap-ref-64)
+(define-reader read-single 4 sb-sys:sap-ref-single)
+(define-reader read-double 8 sb-sys:sap-ref-double)
+
+(declaim (inline peek-u8))
+(defun peek-u8 (ib)
+  "The next byte, not consumed."
+  (let ((p (need ib 1)))
+    (sb-sys:sap-ref-8 (ibuf-sap ib) p)))
+
+(defun read-varint (ib)
+  "Read an unsigned LEB128 varint of at most 64 bits."
+  (declare (type ibuf ib) (optimize speed))
+  (let ((start (ibuf-offset ib))
+        (result 0) (shift 0))
+    (declare (type (unsigned-byte 64) result) (type (integer 0 70) shift))
+    (loop
+      (let ((byte (read-u8 ib)))
+        (when (and (= shift 63) (> byte 1))
+          (invalid ib "varint does not fit in 64 bits" "a length or count" start))
+        (setf result (logior result (the (unsigned-byte 64)
+                                         (ash (logand byte #x7F) shift))))
+        (when (< byte 128)
+          (when (and (zerop byte) (> shift 0))
+            (invalid ib "varint has a redundant trailing zero group"
+                     "a minimal varint" start))
+          (return result))
+        (incf shift 7)))))
+
+(defun read-octets-to-sap (ib dst-sap dst-offset count)
+  "Copy COUNT input bytes to DST-SAP+DST-OFFSET (pinned by the caller)."
+  (declare (type ibuf ib) (type index dst-offset count))
+  (loop while (> count 0)
+        do (when (zerop (available ib))
+             (refill ib 1))
+           (let ((n (min count (available ib))))
+             (sb-kernel:system-area-ub8-copy (ibuf-sap ib) (ibuf-pos ib)
+                                             dst-sap dst-offset n)
+             (incf (ibuf-pos ib) n)
+             (incf dst-offset n)
+             (decf count n))))
+
+(defun bytes-left-bound (ib)
+  "An upper bound on the input bytes left: exact for a fixed region,
+the max-to-read allowance for a stream.  Used to refuse counts that could
+not possibly be backed by input before anything is allocated for them."
+  (if (ibuf-refill-fn ib)
+      (let ((limit (ibuf-limit ib)))
+        (if limit (- limit (ibuf-offset ib)) most-positive-fixnum))
+      (available ib)))
+
+(defun check-count (ib count min-bytes-each what)
+  "Signal unless COUNT items of at least MIN-BYTES-EACH bytes could follow."
+  (declare (type (unsigned-byte 64) count) (type (rational 0) min-bytes-each))
+  (when (> (* count min-bytes-each) (bytes-left-bound ib))
+    (if (and (ibuf-refill-fn ib) (ibuf-limit ib))
+        (error 'limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
+                               :offset (ibuf-offset ib)
+                               :message (format nil "~a of ~d would need more input than allowed"
+                                                what count))
+        (invalid ib (format nil "~a of ~d cannot fit in the ~d byte~:p left"
+                            what count (bytes-left-bound ib))
+                 "a count the input can hold")))
+  count)
+
+;;; ------------------------------------------------------------------
+;;; Source: a fixed region of memory.
+
+(defun make-fixed-ibuf (address size limit)
+  "An IBUF over SIZE bytes at ADDRESS (pinned by the caller)."
+  (let ((cut (and limit (> size limit))))
+    (%make-ibuf :base address :end (if cut limit size)
+                :limit limit :cut-by-limit cut)))
+
+;;; ------------------------------------------------------------------
+;;; Source: a binary input stream, staged through a pinned vector.  File
+;;; streams are read greedily in large blocks; other streams (pipes,
+;;; sockets) are read only as far as the decoder needs, so restoring one
+;;; object never blocks waiting for bytes that belong to the next.
+
+(defstruct (stream-source (:constructor make-stream-source (stream buffer greedy)))
+  stream
+  (buffer nil :type (simple-array (unsigned-byte 8) (*)))
+  greedy)
+
+(defun stream-refill (ib n)
+  (let* ((src (ibuf-source ib))
+         (buffer (stream-source-buffer src))
+         (keep (available ib)))
+    ;; move the unread tail to the front
+    (replace buffer buffer :start2 (ibuf-pos ib) :end2 (ibuf-end ib))
+    (incf (ibuf-consumed ib) (ibuf-pos ib))
+    (setf (ibuf-pos ib) 0 (ibuf-end ib) keep)
+    (let* ((limit (ibuf-limit ib))
+           (allowed (if limit (- limit (ibuf-consumed ib)) most-positive-fixnum))
+           (want (if (stream-source-greedy src) (length buffer) n))
+           (end (min want (length buffer) (max keep allowed))))
+      (when (< keep end)
+        (setf (ibuf-end ib)
+              (read-sequence buffer (stream-source-stream src) :start keep :end end)))
+      (when (and (< (ibuf-end ib) n) (<= allowed (ibuf-end ib)))
+        ;; we stopped because of the limit: is there more data?
+        (setf (ibuf-cut-by-limit ib) t)))))
+
+(defun call-with-stream-ibuf (stream limit fn)
+  "Call FN with an IBUF reading STREAM."
+  (let ((buffer (make-array +stream-buffer-size+ :element-type '(unsigned-byte 8))))
+    (sb-sys:with-pinned-objects (buffer)
+      (funcall fn (%make-ibuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
+                              :limit limit
+                              :refill-fn #'stream-refill
+                              :source (make-stream-source
+                                       stream buffer (typep stream 'file-stream)))))))

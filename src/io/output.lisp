@@ -1,0 +1,290 @@
+;;;; Output buffer and sinks.
+;;;;
+;;;; An OBUF is a window of raw memory [base, base+end) that the encoder writes
+;;;; into with sap-ref; POS is the next free byte.  The fast path of every write
+;;;; is one comparison against END.  When the window is full, MAKE-ROOM calls
+;;;; the sink's ROOM-FN, which hands the filled bytes to their destination and
+;;;; opens a new window (or grows, or signals OUT-OF-SPACE).  Sinks know nothing
+;;;; of Lisp types.
+;;;;
+;;;; MAX-TO-WRITE is enforced without a per-write check: END never extends past
+;;;; the limit, so only MAKE-ROOM has to test it.
+
+(in-package #:binstore)
+
+(deftype index () '(integer 0 #.(- most-positive-fixnum 16)))
+
+(defstruct (obuf (:constructor %make-obuf))
+  (base 0 :type sb-ext:word)          ; address of the current window
+  (pos 0 :type index)                 ; next byte to write, relative to BASE
+  (end 0 :type index)                 ; usable size of the window
+  (capacity 0 :type index)            ; real size of the window
+  (flushed 0 :type index)             ; bytes handed on before this window
+  (limit nil :type (or null index))   ; max-to-write
+  (room-fn nil :type function)        ; (lambda (obuf needed)) opens a new window
+  (sink nil))                         ; the sink's own state
+
+(declaim (inline obuf-sap obuf-total))
+(defun obuf-sap (ob) (sb-sys:int-sap (obuf-base ob)))
+(defun obuf-total (ob)
+  "Bytes written so far through OB."
+  (+ (obuf-flushed ob) (obuf-pos ob)))
+
+(defun clip-window (ob)
+  "Set END from CAPACITY so that the window never crosses the limit."
+  (let ((limit (obuf-limit ob)))
+    (setf (obuf-end ob)
+          (if limit
+              (max (obuf-pos ob)
+                   (min (obuf-capacity ob) (- limit (obuf-flushed ob))))
+              (obuf-capacity ob)))))
+
+(defun make-room (ob n)
+  "Make at least N contiguous bytes available at POS."
+  (declare (type obuf ob) (type index n))
+  (let ((limit (obuf-limit ob)))
+    (when (and limit (> (+ (obuf-total ob) n) limit))
+      (error 'limit-exceeded :limit :max-to-write :value limit
+                             :message (format nil "storing needs more than ~d bytes" limit))))
+  (when (> (+ (obuf-pos ob) n) (obuf-capacity ob))
+    (funcall (obuf-room-fn ob) ob n))
+  (clip-window ob)
+  ob)
+
+(declaim (inline reserve))
+(defun reserve (ob n)
+  "Claim N bytes at the current position; return their offset from BASE."
+  (declare (type obuf ob) (type (integer 0 64) n) (optimize speed))
+  (let* ((p (obuf-pos ob)) (np (+ p n)))
+    (when (> np (obuf-end ob))
+      (make-room ob n)
+      (setf p (obuf-pos ob) np (+ p n)))
+    (setf (obuf-pos ob) np)
+    p))
+
+(defmacro define-writer (name size type accessor)
+  "Define an inline writer of a SIZE-byte little-endian value via ACCESSOR.
+RESERVE runs before the window's address is taken, since it may move it."
+  `(progn
+     (declaim (inline ,name))
+     (defun ,name (ob v)
+       (declare (type ,type v))
+       (let ((p (reserve ob ,size)))
+         (setf (,accessor (obuf-sap ob) p) v)))))
+
+(define-writer write-u8 1 (unsigned-byte 8) sb-sys:sap-ref-8)
+(define-writer write-u16 2 (unsigned-byte 16) sb-sys:sap-ref-16)
+(define-writer write-u32 4 (unsigned-byte 32) sb-sys:sap-ref-32)
+(define-writer write-u64 8 (unsigned-byte 64) sb-sys:sap-ref-64)
+(define-writer write-s64 8 (signed-byte 64) sb-sys:signed-sap-ref-64)
+(define-writer write-single 4 single-float sb-sys:sap-ref-single)
+(define-writer write-double 8 double-float sb-sys:sap-ref-double)
+
+(declaim (inline write-tag+u8))
+(defun write-tag+u8 (ob tag byte)
+  "Write a tag byte and one payload byte with a single reservation."
+  (declare (type (unsigned-byte 8) tag byte))
+  (let ((p (reserve ob 2)) (sap (obuf-sap ob)))
+    (setf (sb-sys:sap-ref-8 sap p) tag
+          (sb-sys:sap-ref-8 sap (1+ p)) byte)))
+
+(declaim (inline varint-length))
+(defun varint-length (n)
+  "Bytes the varint encoding of N takes."
+  (declare (type (unsigned-byte 64) n))
+  (max 1 (ceiling (integer-length n) 7)))
+
+(defun write-varint (ob n)
+  "Write the non-negative integer N as an unsigned LEB128 varint."
+  (declare (type obuf ob) (type (unsigned-byte 64) n) (optimize speed))
+  (if (< n 128)
+      (write-u8 ob n)
+      (let* ((p (reserve ob (varint-length n))) (sap (obuf-sap ob)))
+        (loop while (>= n 128)
+              do (setf (sb-sys:sap-ref-8 sap p) (logior #x80 (logand n #x7F)))
+                 (setf n (ash n -7))
+                 (incf p))
+        (setf (sb-sys:sap-ref-8 sap p) n))))
+
+(defun write-octets-from-sap (ob src-sap src-offset count)
+  "Copy COUNT bytes from SRC-SAP+SRC-OFFSET (pinned by the caller) to the output."
+  (declare (type obuf ob) (type index src-offset count))
+  (loop while (> count 0)
+        do (let ((room (- (obuf-end ob) (obuf-pos ob))))
+             (when (zerop room)
+               (make-room ob (min count (max 1 (obuf-capacity ob))))
+               (setf room (- (obuf-end ob) (obuf-pos ob))))
+             (let ((n (min room count)))
+               (sb-kernel:system-area-ub8-copy src-sap src-offset
+                                               (obuf-sap ob) (obuf-pos ob) n)
+               (incf (obuf-pos ob) n)
+               (incf src-offset n)
+               (decf count n)))))
+
+;;; ------------------------------------------------------------------
+;;; Sink: growing list of foreign chunks, concatenated once at the end.
+;;; Used for (store nil ...) and as overflow for adjustable vectors.
+
+(defstruct (chunks (:constructor make-chunks ()))
+  (done '())                ; list of (address . length), newest first
+  (current 0 :type sb-ext:word)
+  (next-size 4096 :type index))
+
+(defun malloc-octets (n)
+  (let ((sap (sb-alien:alien-sap (sb-alien:make-alien (sb-alien:unsigned 8) (max n 1)))))
+    (when (zerop (sb-sys:sap-int sap))
+      (error 'store-error :message (format nil "cannot allocate ~d bytes" n)))
+    (sb-sys:sap-int sap)))
+
+(defun free-octets (address)
+  (sb-alien:free-alien (sb-alien:sap-alien (sb-sys:int-sap address) (* (sb-alien:unsigned 8)))))
+
+(defun chunks-room (ob n)
+  (let ((c (obuf-sink ob)))
+    (unless (zerop (chunks-current c))
+      (push (cons (chunks-current c) (obuf-pos ob)) (chunks-done c))
+      (incf (obuf-flushed ob) (obuf-pos ob)))
+    (let ((size (max n (chunks-next-size c))))
+      (setf (chunks-current c) 0)       ; nothing to free if malloc fails
+      (setf (chunks-current c) (malloc-octets size)
+            (chunks-next-size c) (min (* 2 size) (* 16 1024 1024))
+            (obuf-base ob) (chunks-current c)
+            (obuf-pos ob) 0
+            (obuf-capacity ob) size))))
+
+(defun make-chunk-obuf (limit)
+  (let ((ob (%make-obuf :room-fn #'chunks-room :sink (make-chunks) :limit limit)))
+    (chunks-room ob 0)
+    (clip-window ob)
+    ob))
+
+(defun chunk-list (ob)
+  "The written chunks, oldest first, as (address . length)."
+  (let ((c (obuf-sink ob)))
+    (reverse (if (zerop (chunks-current c))
+                 (chunks-done c)
+                 (cons (cons (chunks-current c) (obuf-pos ob)) (chunks-done c))))))
+
+(defun free-chunks (ob)
+  (let ((c (obuf-sink ob)))
+    (dolist (chunk (chunks-done c)) (free-octets (car chunk)))
+    (unless (zerop (chunks-current c)) (free-octets (chunks-current c)))
+    (setf (chunks-done c) '() (chunks-current c) 0)))
+
+(defun copy-chunks-to-sap (ob dst-sap dst-offset)
+  "Copy everything written to OB to DST-SAP starting at DST-OFFSET."
+  (dolist (chunk (chunk-list ob) dst-offset)
+    (sb-kernel:system-area-ub8-copy (sb-sys:int-sap (car chunk)) 0
+                                    dst-sap dst-offset (cdr chunk))
+    (incf dst-offset (cdr chunk))))
+
+(defun chunks-to-vector (ob)
+  "A fresh simple octet vector holding everything written to OB."
+  (let ((v (make-array (obuf-total ob) :element-type '(unsigned-byte 8))))
+    (sb-sys:with-pinned-objects (v)
+      (copy-chunks-to-sap ob (sb-sys:vector-sap v) 0))
+    v))
+
+(defun call-with-chunk-obuf (limit fn)
+  "Call FN with a chunk OBUF; free its memory however FN exits."
+  (let ((ob (make-chunk-obuf limit)))
+    (unwind-protect (funcall fn ob)
+      (free-chunks ob))))
+
+;;; ------------------------------------------------------------------
+;;; Sink: a fixed region of memory (store-to-sap, or a pinned octet vector).
+;;; When it is full: OUT-OF-SPACE, with USE-LARGER-SPACE for raw memory.
+
+(defun fixed-room (ob n)
+  (let ((needed (+ (obuf-total ob) n)))
+    (restart-case
+        (error 'out-of-space :needed needed
+                             :message (format nil "the destination holds ~d bytes"
+                                              (obuf-capacity ob)))
+      (use-larger-space (sap size)
+        :report "Copy what was written to a larger region and carry on there."
+        :test (lambda (c) (declare (ignore c)) (eq (obuf-sink ob) :sap))
+        (unless (>= size needed)
+          (error 'out-of-space :needed needed
+                               :message (format nil "the new region holds only ~d bytes" size)))
+        (sb-kernel:system-area-ub8-copy (obuf-sap ob) 0 sap 0 (obuf-pos ob))
+        (setf (obuf-base ob) (sb-sys:sap-int sap)
+              (obuf-capacity ob) size)))))
+
+(defun make-fixed-obuf (address size limit &key (kind :sap))
+  "An OBUF writing straight into SIZE bytes at ADDRESS.  KIND :sap offers
+the USE-LARGER-SPACE restart when it is full; :vector does not."
+  (let ((ob (%make-obuf :base address :capacity size :limit limit
+                        :room-fn #'fixed-room :sink kind)))
+    (clip-window ob)
+    ob))
+
+;;; ------------------------------------------------------------------
+;;; Sink: any binary output stream, through a pinned staging vector.
+
+(defconstant +stream-buffer-size+ (* 64 1024))
+
+(defstruct (stream-sink (:constructor make-stream-sink (stream buffer)))
+  stream
+  (buffer nil :type (simple-array (unsigned-byte 8) (*))))
+
+(defun stream-room (ob n)
+  (declare (ignore n))
+  (flush-stream-obuf ob))
+
+(defun flush-stream-obuf (ob)
+  "Write the staged bytes to the stream and empty the window."
+  (let ((sink (obuf-sink ob)))
+    (write-sequence (stream-sink-buffer sink) (stream-sink-stream sink)
+                    :end (obuf-pos ob))
+    (incf (obuf-flushed ob) (obuf-pos ob))
+    (setf (obuf-pos ob) 0)))
+
+(defun call-with-stream-obuf (stream limit fn)
+  "Call FN with an OBUF writing to STREAM; flush at the end."
+  (let ((buffer (make-array +stream-buffer-size+ :element-type '(unsigned-byte 8))))
+    (sb-sys:with-pinned-objects (buffer)
+      (let ((ob (%make-obuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
+                            :capacity +stream-buffer-size+ :limit limit
+                            :room-fn #'stream-room
+                            :sink (make-stream-sink stream buffer))))
+        (clip-window ob)
+        (multiple-value-prog1 (funcall fn ob)
+          (flush-stream-obuf ob))))))
+
+;;; ------------------------------------------------------------------
+;;; Sink: a file descriptor, written with write(2) in large blocks.
+
+(defconstant +fd-buffer-size+ (* 1024 1024))
+
+(defun write-fully (fd address count)
+  "write(2) COUNT bytes at ADDRESS to FD, retrying short writes."
+  (loop while (> count 0)
+        do (multiple-value-bind (written errno)
+               (sb-unix:unix-write fd (sb-sys:int-sap address) 0 count)
+             (cond ((and written (> written 0))
+                    (incf address written) (decf count written))
+                   ((eql errno sb-unix:eintr))
+                   (t (error 'store-error
+                             :message (format nil "write failed: ~a"
+                                              (sb-int:strerror errno))))))))
+
+(defun fd-room (ob n)
+  (declare (ignore n))
+  (flush-fd-obuf ob))
+
+(defun flush-fd-obuf (ob)
+  (write-fully (obuf-sink ob) (obuf-base ob) (obuf-pos ob))
+  (incf (obuf-flushed ob) (obuf-pos ob))
+  (setf (obuf-pos ob) 0))
+
+(defun call-with-fd-obuf (fd limit fn)
+  "Call FN with an OBUF writing to the file descriptor FD; flush at the end."
+  (let ((address (malloc-octets +fd-buffer-size+)))
+    (unwind-protect
+         (let ((ob (%make-obuf :base address :capacity +fd-buffer-size+ :limit limit
+                               :room-fn #'fd-room :sink fd)))
+           (clip-window ob)
+           (multiple-value-prog1 (funcall fn ob)
+             (flush-fd-obuf ob)))
+      (free-octets address))))
