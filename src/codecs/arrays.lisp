@@ -36,6 +36,14 @@
                        "a code listed in doc/FORMAT.md"))
     code))
 
+(defun storage-bytes (code count)
+  "Bytes of memory COUNT elements of the element type CODE occupy."
+  (case code
+    ((#.+element-type-t+ #.+element-type-character+) (* 8 count))
+    (#.+element-type-base-char+ count)
+    (#.+element-type-nil+ 0)
+    (t (payload-bytes code count))))
+
 (defun payload-bytes (code count)
   "Bytes of raw payload for COUNT elements of the element type CODE."
   (ceiling (* count (element-bits code)) 8))
@@ -245,9 +253,7 @@ array, the array it is displaced to and the offset."
                   (if (= code +element-type-nil+)
                       (charge rs total)
                       (check-count ib total (/ (element-bits code) 8) "an array")))
-              (charge rs (+ 64 (if (member code (list +element-type-t+ +element-type-character+))
-                                   (* 8 total)
-                                   (payload-bytes code total))))
+              (charge rs (+ 64 (storage-bytes code total)))
               (values (make-array dims :element-type type :fill-pointer fill-pointer
                                        :adjustable adjustable)
                       code)))))))

@@ -1,0 +1,79 @@
+;;;; Golden bytes: the exact encoding of a handful of small values, so that an
+;;;; accidental change of the format fails here.  Each line is also an
+;;;; example in doc/FORMAT.md.
+
+(in-package #:binstore-tests)
+
+(def-suite golden :in all :description "Exact bytes of small values.")
+(in-suite golden)
+
+(defun octets (&rest bytes)
+  (coerce bytes '(simple-array (unsigned-byte 8) (*))))
+
+(defun stored-octets (data &rest options)
+  (coerce (apply #'binstore:store nil data options) 'list))
+
+(defparameter *golden*
+  `((0 (#x70))
+    (-1 (#x6F))
+    (-16 (#x60))
+    (143 (#xFF))
+    (200 (#x05 #xC8))
+    (-17 (#x06 #x10))
+    (1000 (#x07 #xE8 #x03))
+    (-70000 (#x08 #x90 #xEE #xFE #xFF))
+    (,(expt 2 40) (#x09 0 0 0 0 0 1 0 0))
+    (,(expt 2 64) (#x0A #x12 0 0 0 0 0 0 0 0 1))
+    (,(- (expt 2 64)) (#x0A #x13 0 0 0 0 0 0 0 0 1))
+    (1/3 (#x0B #x71 #x73))
+    (1.5 (#x0C 0 0 #xC0 #x3F))
+    (1.5d0 (#x0D 0 0 0 0 0 0 #xF8 #x3F))
+    (-0d0 (#x0D 0 0 0 0 0 0 0 #x80))
+    (#c(1 2) (#x10 #x71 #x72))
+    (#c(1d0 -2d0) (#x0F 0 0 0 0 0 0 #xF0 #x3F 0 0 0 0 0 0 0 #xC0))
+    (#\a (#x11 #x61))
+    (#\GREEK_SMALL_LETTER_ALPHA (#x11 #xB1 #x07))
+    (nil (#x00))
+    (t (#x01))
+    ((1 2) (#x02 #x02 #x71 #x72))
+    ((1 . 2) (#x04 #x71 #x72))
+    ((1 2 . 3) (#x03 #x02 #x71 #x72 #x73))
+    (,(coerce "hi" 'simple-base-string) (#x12 #x02 #x68 #x69))
+    (,(coerce "aα" '(simple-array character (*))) (#x13 #x02 #x61 #xCE #xB1))
+    (:foo (#x20 #x18 #x03 #x46 #x4F #x4F))
+    (#(1 #(2)) (#x14 #x02 #x71 #x14 #x01 #x72))
+    (,(make-array 10 :element-type 'bit :initial-element 1) (#x15 #x01 #x0A #xFF #x03))
+    (,(make-array 2 :element-type '(signed-byte 16) :initial-element -2)
+     (#x15 #x0E #x02 #xFE #xFF #xFE #xFF))
+    (,(make-array '(2 2) :element-type '(unsigned-byte 8) :initial-element 9)
+     (#x16 #x00 #x05 #x02 #x02 #x02 9 9 9 9))
+    (,(make-array 3 :element-type 'base-char :initial-element #\x :fill-pointer 1)
+     (#x16 #x03 #x17 #x01 #x03 #x01 #x78 #x78 #x78))))
+
+(test golden-bytes
+  "Each value encodes to exactly the documented bytes, and decodes back."
+  (loop for (value bytes) in *golden*
+        do (is (equal bytes (stored-octets value))
+               "~s encodes to ~s, not ~s" value (stored-octets value) bytes)
+           (is (equalp value (binstore:restore (apply #'octets bytes))))))
+
+(test golden-shared-string
+  "Two references to one string: DEF before the first, a small reference after."
+  (let ((s (coerce "ab" 'simple-base-string)))
+    (is (equal '(#x02 #x02 #x20 #x12 #x02 #x61 #x62 #x40)
+               (stored-octets (list s s))))
+    (is (equal '(#x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
+               (stored-octets (list s s) :track-references nil)))))
+
+(test golden-header-and-end
+  (is (equal '(#x25 #x42 #x53 #x54 #x01 #x70 #x26)
+             (stored-octets 0 :output-magic-number t :output-end-marker t))))
+
+(test golden-deferred-contents
+  "A list nested 1001 deep: the innermost container is written LATER and
+filled after the top-level object."
+  (let ((deep nil))
+    (dotimes (i 1001) (setf deep (list deep)))
+    (let ((bytes (stored-octets deep)))
+      (is (= (+ (* 2 1000) 3 2 1) (length bytes)))
+      (is (equal '(#x22 #x02 #x01 #x23 #x00 #x00) (last bytes 6))))))
