@@ -154,8 +154,7 @@ when the caller chose to discard it."
                    (restore-invalid rs (format nil "slot ~s of structure ~s unbound"
                                                name (class-name class))
                                     "a value (structure slots are always bound)"))
-                  ((eq value **unset**)
-                   (slot-makunbound object name))
+                  ((eq value **unset**))  ; a fresh instance's slots start unbound
                   ((typep value (sb-mop:slot-definition-type slotd))
                    (setf (slot-value object name) value))
                   (t

@@ -10,8 +10,12 @@
 (in-package #:binstore)
 
 (defun plain-component-p (x)
+  "True for NIL, a string, a keyword, an integer, or a proper (acyclic) list
+of strings and keywords."
   (or (null x) (stringp x) (keywordp x) (integerp x)
-      (and (consp x) (every (lambda (e) (or (stringp e) (keywordp e))) x))))
+      (and (consp x)
+           (ignore-errors (list-length x))   ; NIL for a circular or dotted list
+           (every (lambda (e) (or (stringp e) (keywordp e))) x))))
 
 (defun write-pathname (ss p)
   (let ((ob (ss-obuf ss))

@@ -65,11 +65,14 @@ a package, or NIL meaning 'make the symbols uninterned'."
   "The symbol NAME in PACKAGE, interning it only when allowed."
   (multiple-value-bind (symbol status) (find-symbol name package)
     (cond (status symbol)
-          ((rs-intern-symbols rs) (intern name package))
+          ((and (rs-intern-symbols rs) (not (sb-ext:package-locked-p package)))
+           (intern name package))
           (t (restart-case
                  (error 'missing-symbol :name name :package package
                                         :offset (ibuf-offset (rs-ibuf rs))
-                                        :message "symbol not present and interning is off")
+                                        :message (if (rs-intern-symbols rs)
+                                                     "symbol not present and its package is locked"
+                                                     "symbol not present and interning is off"))
                (intern-anyway ()
                  :report "Intern the symbol."
                  (intern name package))

@@ -62,9 +62,9 @@ under ID unless ID is NIL."
        (when id
          (restore-invalid rs "DEF before LATER" "an object tag"))
        (read-later rs))
-      (t (restore-invalid rs (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
-                                     tag (and (< tag 64) (svref +tag-names+ tag)))
-                          "an object tag")))))
+      (t (invalid ib (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
+                             tag (and (< tag 64) (svref +tag-names+ tag)))
+                  "an object tag" (1- (ibuf-offset ib)))))))
 
 ;;; Containers ---------------------------------------------------------------
 

@@ -139,14 +139,16 @@ not possibly be backed by input before anything is allocated for them."
   "Signal unless COUNT items of at least MIN-BYTES-EACH bytes could follow."
   (declare (type (unsigned-byte 64) count) (type (rational 0) min-bytes-each))
   (when (> (* count min-bytes-each) (bytes-left-bound ib))
-    (if (and (ibuf-refill-fn ib) (ibuf-limit ib))
+    (if (or (ibuf-cut-by-limit ib) (and (ibuf-refill-fn ib) (ibuf-limit ib)))
         (error 'limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
                                :offset (ibuf-offset ib)
                                :message (format nil "~a of ~d would need more input than allowed"
                                                 what count))
-        (invalid ib (format nil "~a of ~d cannot fit in the ~d byte~:p left"
-                            what count (bytes-left-bound ib))
-                 "a count the input can hold")))
+        (error 'truncated-input
+               :offset (ibuf-offset ib)
+               :message (format nil "~a of ~d cannot fit in the ~d byte~:p left"
+                                what count (bytes-left-bound ib))
+               :expected "a count the input can hold")))
   count)
 
 ;;; ------------------------------------------------------------------
