@@ -78,4 +78,5 @@
   :depends-on ("binstore")
   :pathname "bench"
   :components ((:file "datasets")
-               (:file "bench" :depends-on ("datasets"))))
+               (:file "peers" :depends-on ("datasets"))
+               (:file "bench" :depends-on ("datasets" "peers"))))

@@ -1,0 +1,711 @@
+;;;; Mutation fuzzer for RESTORE.
+;;;;
+;;;; The property under test: restoring ANY octet sequence either returns data
+;;;; or signals a BINSTORE-ERROR -- never a raw Lisp error (type-error ...),
+;;;; never heap or control stack exhaustion, never a memory fault, never a hang,
+;;;; and never a package created behind the caller's back.
+;;;;
+;;;; How: store a corpus of valid files that together use every tag of
+;;;; src/tags.lisp, then restore an endless stream of mutated copies of them,
+;;;; each under a wall-clock timeout and a bounded :max-to-read.  An input that
+;;;; breaks the property is shrunk and saved under tests/fuzz-regressions/,
+;;;; where tests/fuzz.lisp replays it on every test run.
+
+(defpackage #:binstore-fuzz
+  (:use #:common-lisp)
+  (:export #:fuzz
+           #:try-input
+           #:build-corpus
+           #:missing-tags
+           #:regression-directory
+           #:regression-files
+           #:read-octets))
+
+(in-package #:binstore-fuzz)
+
+;;; ------------------------------------------------------------------
+;;; Data types the corpus stores (their tags: instance, class descriptor,
+;;; unbound slot).  The fuzzer's own package, so garbage that names them
+;;; touches nothing else.
+
+(defstruct fuzz-point
+  (x 0d0 :type double-float)            ; raw slots
+  (y 0 :type fixnum)
+  (label nil))
+
+(defstruct (fuzz-point3 (:include fuzz-point))
+  (z 0f0 :type single-float))
+
+(defclass fuzz-node ()
+  ((name :initarg :name :accessor fuzz-node-name)
+   (next :initarg :next :initform nil :accessor fuzz-node-next)
+   (note :initarg :note)                ; left unbound in some instances
+   (shared :allocation :class :initform 'shared-value)))
+
+(define-condition fuzz-condition (error)
+  ((code :initarg :code :reader fuzz-condition-code)))
+
+(defun fuzz-string-hash (string)
+  (sxhash (string-upcase string)))
+
+(defun fuzz-string-test (a b)
+  (string-equal a b))
+
+(sb-ext:define-hash-table-test fuzz-string-test fuzz-string-hash)
+
+;;; ------------------------------------------------------------------
+;;; Octet helpers
+
+(deftype octets () '(simple-array (unsigned-byte 8) (*)))
+
+(defun make-octets (n)
+  (make-array n :element-type '(unsigned-byte 8)))
+
+(defun to-octets (sequence)
+  "A fresh simple octet vector holding SEQUENCE's elements."
+  (let ((v (make-octets (length sequence))))
+    (replace v sequence)
+    v))
+
+(defun varint-octets (n)
+  "The unsigned LEB128 encoding of N, as a list of octets."
+  (loop collect (if (< n 128) n (logior #x80 (ldb (byte 7 0) n)))
+        do (setf n (ash n -7))
+        until (zerop n)))
+
+(defun replace-range (v start end insert)
+  "A new octet vector: V with [START, END) replaced by the octets INSERT."
+  (let* ((insert (to-octets insert))
+         (out (make-octets (+ start (length insert) (- (length v) end)))))
+    (replace out v :end2 start)
+    (replace out insert :start1 start)
+    (replace out v :start1 (+ start (length insert)) :start2 end)
+    out))
+
+(defun content-hash (v)
+  "64-bit FNV-1a of V as 16 hex digits: names a regression file by content."
+  (let ((h #xcbf29ce484222325))
+    (loop for b across v
+          do (setf h (ldb (byte 64 0) (* (logxor h b) #x100000001b3))))
+    (format nil "~(~16,'0x~)" h)))
+
+(defun hex-string (v &key (limit 96))
+  (format nil "~{~2,'0x~^ ~}~:[~; ...~]"
+          (coerce (subseq v 0 (min limit (length v))) 'list)
+          (> (length v) limit)))
+
+(defun read-octets (pathname)
+  "The contents of the file PATHNAME as a simple octet vector."
+  (with-open-file (s pathname :element-type '(unsigned-byte 8))
+    (let ((v (make-octets (file-length s))))
+      (read-sequence v s)
+      v)))
+
+;;; ------------------------------------------------------------------
+;;; The corpus
+
+(defun ensure-logical-host ()
+  (unless (ignore-errors (logical-pathname-translations "BINSTOREFUZZ"))
+    (setf (logical-pathname-translations "BINSTOREFUZZ")
+          '(("**;*.*.*" "/tmp/binstore-fuzz/**/*.*")))))
+
+(defparameter *element-types*
+  '(bit (unsigned-byte 2) (unsigned-byte 4) (unsigned-byte 7) (unsigned-byte 8)
+    (unsigned-byte 15) (unsigned-byte 16) (unsigned-byte 31) (unsigned-byte 32)
+    (unsigned-byte 62) (unsigned-byte 63) (unsigned-byte 64)
+    (signed-byte 8) (signed-byte 16) (signed-byte 32) fixnum (signed-byte 64)
+    single-float double-float (complex single-float) (complex double-float)
+    character base-char t)
+  "Every array element type the format distinguishes (NIL handled apart).")
+
+(defun sample-element (type i)
+  "A value of array element TYPE that varies with I."
+  (cond ((eq type 'bit) (mod i 2))
+        ((eq type 'fixnum) (if (oddp i) most-positive-fixnum (- i)))
+        ((eq type 'single-float) (* i 1.5f0))
+        ((eq type 'double-float) (* i -2.25d0))
+        ((equal type '(complex single-float)) (complex (float i 1f0) 1f0))
+        ((equal type '(complex double-float)) (complex -1d0 (float i 1d0)))
+        ((eq type 'character) (code-char (if (oddp i) #x3BB (+ 65 i))))
+        ((eq type 'base-char) (code-char (+ 97 i)))
+        ((eq type t) (if (oddp i) (list i) i))
+        ((eq (first type) 'unsigned-byte)
+         (if (oddp i) (1- (expt 2 (second type))) (mod i (expt 2 (second type)))))
+        (t (if (oddp i) (- (expt 2 (1- (second type)))) (mod i 64)))))
+
+(defun sample-vector (type n)
+  (let ((v (make-array n :element-type type)))
+    (dotimes (i n v)
+      (setf (aref v i) (sample-element type i)))))
+
+(defun specialized-arrays ()
+  "Vectors and arrays of every element type, rank 0..3, fill pointers,
+adjustable and displaced arrays."
+  (append
+   (loop for type in *element-types* collect (sample-vector type 5))
+   (list (make-array '() :initial-element 'rank-zero)
+         (make-array '() :element-type 'double-float :initial-element 1d0)
+         (make-array '(0 4) :element-type '(unsigned-byte 8))
+         (make-array '(2 3) :element-type '(signed-byte 16)
+                            :initial-contents '((1 -2 3) (-4 5 -6)))
+         (make-array '(2 2 2) :initial-element :cell)
+         (make-array 6 :element-type '(unsigned-byte 4) :fill-pointer 2
+                       :initial-element 9)
+         (make-array '(2 2) :element-type 'bit :adjustable t
+                            :initial-element 1)
+         (make-array 5 :element-type 'character :fill-pointer 3 :adjustable t
+                       :initial-element #\z)
+         (make-array 4 :element-type 'base-char :fill-pointer 4
+                       :initial-element #\b))
+   (let* ((base (sample-vector '(unsigned-byte 32) 10))
+          (window (make-array 4 :element-type '(unsigned-byte 32)
+                                :displaced-to base :displaced-index-offset 3)))
+     (list base window))))
+
+(defun atoms ()
+  "Numbers, characters and strings of every encoding."
+  (list nil t 0 -16 143 144 200 255 256 -17 -200 -256 -257 30000 -30000
+        (expt 2 30) (- (expt 2 31)) (expt 2 62) (- (expt 2 63)) (expt 2 64)
+        (expt 2 100) (- (expt 3 200)) 1/3 -22/7 (/ (expt 2 90) 7)
+        1.5f0 -0.0f0 1d300 -0d0
+        sb-ext:single-float-positive-infinity
+        sb-ext:double-float-negative-infinity
+        (sb-kernel:make-single-float -4194304)
+        (sb-kernel:make-double-float -524288 0)
+        #c(1 2) #c(1/2 -3) #c(1.0f0 2.0f0) #c(1d0 -2d0)
+        #\a (code-char 0) (code-char 255) (code-char #x3BB) (code-char #xD800)
+        (code-char #x10FFFF)
+        (coerce "base" 'simple-base-string) ""
+        (coerce (list #\n #\a (code-char #xEF) #\v #\e #\Space (code-char #x3BB)
+                      (code-char #x1D11E) (code-char #xDFFF))
+                'string)))
+
+(defun symbols-and-packages ()
+  (let ((u (make-symbol "UNINTERNED")))
+    (list 'fuzz-node :keyword-symbol u u 'car 'lambda '&optional
+          (make-symbol "") (find-package "BINSTORE-FUZZ")
+          (find-package "COMMON-LISP") (find-package "KEYWORD"))))
+
+(defun hash-tables ()
+  (let ((eq-table (make-hash-table :test 'eq :size 50 :rehash-size 2.0
+                                   :rehash-threshold 0.5))
+        (eql-table (make-hash-table :test 'eql :weakness :key))
+        (equal-table (make-hash-table :test 'equal :synchronized t))
+        (equalp-table (make-hash-table :test 'equalp :weakness :value))
+        (custom (make-hash-table :test 'fuzz-string-test)))
+    (setf (gethash 'a eq-table) 1
+          (gethash :self eq-table) eq-table          ; a cycle through a table
+          (gethash 1/2 eql-table) 'half
+          (gethash (expt 2 70) eql-table) "big"
+          (gethash "key" equal-table) '(1 2 3)
+          (gethash '(1 "x") equal-table) #(v)
+          (gethash #(1 2) equalp-table) 'vector-key
+          (gethash "Mixed" custom) "case")
+    (list eq-table eql-table equal-table equalp-table custom)))
+
+(defun pathnames ()
+  (ensure-logical-host)
+  (list #p"/tmp/a/b.txt"
+        (make-pathname :directory '(:relative "x" :up "y") :name "n" :type "t"
+                       :version :newest)
+        (make-pathname :directory '(:absolute :wild-inferiors) :name :wild)
+        (make-pathname :name "only")
+        (logical-pathname "BINSTOREFUZZ:DIR;FILE.LISP.3")))
+
+(defun objects ()
+  (let ((unbound (make-instance 'fuzz-node :name "lonely"))
+        (looped (make-instance 'fuzz-node :name :loop :note 1)))
+    (setf (fuzz-node-next looped) looped)
+    (list (make-fuzz-point :x 1.5d0 :y -7 :label "p")
+          (make-fuzz-point3 :x -0d0 :y most-negative-fixnum :z 2.5f0)
+          unbound looped
+          (make-condition 'fuzz-condition :code 42))))
+
+(defun shared-data ()
+  "Forty strings each used twice: ids beyond the 32 small back-reference tags."
+  (let ((strings (loop for i below 40 collect (format nil "s~d" i))))
+    (append strings (reverse strings))))
+
+(defun circular-conses ()
+  (let ((ring (list 1 2 3))
+        (tail (list :shared :tail)))
+    (setf (cdr (last ring)) ring)
+    (list ring (cons 'x tail) (cons 'y tail) (cons 'a 'b) '(1 2 . 3))))
+
+(defun self-vector ()
+  (let ((v (make-array 3)))
+    (setf (aref v 0) v (aref v 1) "in" (aref v 2) v)
+    v))
+
+(defun deep-list (depth)
+  (let ((x nil))
+    (dotimes (i depth x)
+      (setf x (list x i)))))
+
+(defun deep-vector (depth)
+  (let ((x #()))
+    (dotimes (i depth x)
+      (setf x (vector x)))))
+
+(defun node-chain (length)
+  (let ((x nil))
+    (dotimes (i length x)
+      (setf x (make-instance 'fuzz-node :name i :next x)))))
+
+(defun deep-table (depth)
+  (let ((x :bottom))
+    (dotimes (i depth x)
+      (let ((table (make-hash-table)))
+        (setf (gethash i table) x)
+        (setf x table)))))
+
+(defparameter *plain-options*
+  '(() (:track-references nil)
+    (:output-magic-number t :output-end-marker t)
+    (:support-shared-list-structures t :output-magic-number t))
+  "Option sets for data without cycles.")
+
+(defparameter *cyclic-options*
+  '(() (:output-end-marker t) (:support-shared-list-structures t))
+  "Option sets for data with cycles through non-conses (references needed).")
+
+(defun corpus-items ()
+  "Each item: (description data option-sets &key separate)."
+  (list (list "atoms" (atoms) *plain-options*)
+        (list "atoms, separate" (subseq (atoms) 0 12)
+              '((:as-separate-objects t)
+                (:as-separate-objects t :output-magic-number t
+                 :output-end-marker t)))
+        (list "arrays" (specialized-arrays) *cyclic-options*)
+        (list "arrays of nil" (list (make-array 0 :element-type nil)
+                                    (make-array '(2 0) :element-type nil))
+              '(()))
+        (list "symbols" (symbols-and-packages) *plain-options*)
+        (list "hash tables" (hash-tables) *cyclic-options*)
+        (list "pathnames" (pathnames) *plain-options*)
+        (list "objects" (objects)
+              '(() (:store-class-slots t) (:output-magic-number t)))
+        (list "shared strings" (shared-data)
+              '(() (:track-references nil)))
+        (list "circular conses" (circular-conses)
+              '((:support-shared-list-structures t)))
+        (list "self vector" (self-vector) *cyclic-options*)
+        (list "long list" (loop for i below 3000 collect (mod i 300))
+              '(() (:output-end-marker t)))
+        (list "deep list" (deep-list 1500) *plain-options*)
+        (list "deep vector" (deep-vector 1200) '(() (:track-references nil)))
+        (list "node chain" (node-chain 1100) '(()))
+        (list "deep table" (deep-table 1050) '(()))
+        (list "mixed, separate"
+              (list (first (objects)) (deep-vector 10) "x" (hash-tables))
+              '((:as-separate-objects t)))))
+
+(defun build-corpus (&key (verbose t))
+  "Store every corpus item under each of its option sets.  Returns a list of
+(description options octets).  Items the core fails to store or to restore
+are reported (when VERBOSE) and the stored ones kept."
+  (let ((corpus '()))
+    (dolist (item (corpus-items) (nreverse corpus))
+      (destructuring-bind (description data option-sets) item
+        (dolist (options option-sets)
+          (handler-case
+              (let ((octets (to-octets (apply #'binstore:store nil data options))))
+                (push (list description options octets) corpus)
+                (multiple-value-bind (outcome condition) (try-input octets :intern-symbols t)
+                  (when (and verbose (not (eq outcome :returned)))
+                    (format t "~&fuzz: corpus file ~s ~s does not restore: ~a~%"
+                            description options (describe-condition condition)))))
+            (error (c)
+              (when verbose
+                (format t "~&fuzz: cannot store corpus item ~s ~s: ~a~%"
+                        description options (describe-condition c))))))))))
+
+(defun missing-tags (corpus)
+  "Names of the type tags (and tag ranges) no corpus file contains anywhere.
+A cheap stand-in for real coverage: each tag byte must at least occur."
+  (let ((seen (make-array 256 :element-type 'bit :initial-element 0)))
+    (dolist (entry corpus)
+      (loop for b across (third entry) do (setf (sbit seen b) 1)))
+    (append
+     (loop for code from 0 below (length binstore::+tag-names+)
+           for name = (svref binstore::+tag-names+ code)
+           when (and name (zerop (sbit seen code)))
+             collect (string-downcase name))
+     (unless (find 1 seen :start binstore::+first-small-ref-tag+
+                          :end (+ binstore::+first-small-ref-tag+
+                                  binstore::+small-ref-count+))
+       (list "small back-reference")))))
+
+;;; ------------------------------------------------------------------
+;;; Mutations.  Each takes the input, the corpus and a random state and
+;;; returns a new octet vector.
+
+(defparameter *interesting-octets*
+  #(0 1 #x02 #x14 #x21 #x22 #x23 #x24 #x26 #x3F #x40 #x5F #x60 #x7F #x80 #xFE #xFF))
+
+(defparameter *huge-values*
+  (list (expt 2 28) (1- (expt 2 31)) (expt 2 32) (expt 2 40) (expt 2 60)
+        (1- (expt 2 62)) (expt 2 63) (1- (expt 2 64)) (expt 2 70) (expt 2 200)))
+
+(defparameter *length-tags*
+  '(#x02 #x03 #x0A #x11 #x12 #x13 #x14 #x15 #x16 #x1B #x1E #x21 #x23 #x24 #x25)
+  "Tags followed (at once, or after one byte) by a varint worth inflating.")
+
+(defun pick (sequence rs)
+  (elt sequence (random (length sequence) rs)))
+
+(defun position-in (v rs &optional (extra 0))
+  "A random index into V (or up to EXTRA past its end)."
+  (random (max 1 (+ (length v) extra)) rs))
+
+(defun mutate-flip-bits (v corpus rs)
+  (declare (ignore corpus))
+  (let ((v (copy-seq v)))
+    (when (plusp (length v))
+      (dotimes (i (1+ (random 4 rs)))
+        (let ((p (position-in v rs)))
+          (setf (aref v p) (logxor (aref v p) (ash 1 (random 8 rs)))))))
+    v))
+
+(defun mutate-random-bytes (v corpus rs)
+  (declare (ignore corpus))
+  (let ((v (copy-seq v)))
+    (when (plusp (length v))
+      (dotimes (i (1+ (random 4 rs)))
+        (setf (aref v (position-in v rs)) (random 256 rs))))
+    v))
+
+(defun mutate-interesting-bytes (v corpus rs)
+  (declare (ignore corpus))
+  (let ((v (copy-seq v)))
+    (when (plusp (length v))
+      (dotimes (i (1+ (random 3 rs)))
+        (setf (aref v (position-in v rs))
+              (if (zerop (random 3 rs))
+                  (random #x27 rs)      ; any type tag
+                  (pick *interesting-octets* rs)))))
+    v))
+
+(defun mutate-insert-bytes (v corpus rs)
+  (declare (ignore corpus))
+  (let ((p (position-in v rs 1)))
+    (replace-range v p p (loop repeat (1+ (random 8 rs))
+                               collect (if (zerop (random 2 rs))
+                                           (random 256 rs)
+                                           (pick *interesting-octets* rs))))))
+
+(defun mutate-delete-range (v corpus rs)
+  (declare (ignore corpus))
+  (if (zerop (length v))
+      v
+      (let* ((p (position-in v rs))
+             (n (1+ (random (min 16 (- (length v) p)) rs))))
+        (replace-range v p (+ p n) '()))))
+
+(defun mutate-truncate (v corpus rs)
+  (declare (ignore corpus))
+  (subseq v 0 (position-in v rs)))
+
+(defun mutate-duplicate-range (v corpus rs)
+  (declare (ignore corpus))
+  (if (zerop (length v))
+      v
+      (let* ((start (position-in v rs))
+             (end (+ start 1 (random (min 64 (- (length v) start)) rs)))
+             (at (position-in v rs 1)))
+        (replace-range v at at (subseq v start end)))))
+
+(defun mutate-splice (v corpus rs)
+  (let ((other (third (pick corpus rs))))
+    (concatenate 'octets
+                 (subseq v 0 (position-in v rs 1))
+                 (subseq other (position-in other rs 1)))))
+
+(defun varint-end (v start)
+  "End of the varint at START in V (at most 10 bytes, clipped to V)."
+  (loop for i from start below (min (length v) (+ start 10))
+        unless (logbitp 7 (aref v i)) return (1+ i)
+        finally (return (min (length v) (+ start 10)))))
+
+(defun mutate-huge-varint (v corpus rs)
+  "Replace a varint, preferably the one after a length-carrying tag, by the
+encoding of a huge value."
+  (declare (ignore corpus))
+  (let* ((tags (loop for i from 0 below (length v)
+                     when (member (aref v i) *length-tags*) collect i))
+         (start (if (and tags (plusp (random 4 rs)))
+                    (min (length v)
+                         (+ (pick tags rs) 1
+                            ;; specialized vectors: skip the element-type code
+                            (random 2 rs)))
+                    (position-in v rs 1))))
+    (replace-range v start (varint-end v start)
+                   (varint-octets (pick *huge-values* rs)))))
+
+(defun mutate-long-varint (v corpus rs)
+  "Insert an overlong varint: a run of continuation bytes."
+  (declare (ignore corpus))
+  (let ((p (position-in v rs 1)))
+    (replace-range v p p (append (loop repeat (+ 9 (random 40 rs))
+                                       collect (pick #(#x80 #xFF) rs))
+                                 (list (random 128 rs))))))
+
+(defparameter *mutators*
+  (vector #'mutate-flip-bits #'mutate-random-bytes #'mutate-interesting-bytes
+          #'mutate-insert-bytes #'mutate-delete-range #'mutate-truncate
+          #'mutate-duplicate-range #'mutate-splice #'mutate-huge-varint
+          #'mutate-long-varint))
+
+(defun mutate (v corpus rs)
+  "V after one to three random mutations."
+  (dotimes (i (1+ (random 3 rs)) v)
+    (setf v (funcall (pick *mutators* rs) v corpus rs))))
+
+;;; ------------------------------------------------------------------
+;;; Restoring one input, three ways: a simple octet vector; a non-simple
+;;; vector whose fill pointer hides trailing junk; raw memory that ends
+;;; exactly at an inaccessible page, so any read past the end faults.
+
+(defconstant +arena-size+ (* 1024 1024))
+
+(defvar *arena* nil
+  "Base sap of a mapping of +ARENA-SIZE+ readable bytes followed by one
+inaccessible page, :UNAVAILABLE when it could not be made.")
+
+(defvar *page-size* nil)
+
+(defun arena ()
+  (when (null *arena*)
+    (setf *page-size* (sb-alien:alien-funcall
+                       (sb-alien:extern-alien "getpagesize" (function sb-alien:int))))
+    (let ((sap (sb-alien:alien-funcall
+                (sb-alien:extern-alien "mmap" (function sb-sys:system-area-pointer
+                                                        sb-sys:system-area-pointer
+                                                        sb-alien:unsigned-long
+                                                        sb-alien:int sb-alien:int
+                                                        sb-alien:int sb-alien:long))
+                (sb-sys:int-sap 0) (+ +arena-size+ *page-size*)
+                3                       ; PROT_READ | PROT_WRITE
+                #x22                    ; MAP_PRIVATE | MAP_ANONYMOUS
+                -1 0)))
+      (setf *arena*
+            (if (and (/= (sb-sys:sap-int sap) (ldb (byte 64 0) -1))
+                     (zerop (sb-alien:alien-funcall
+                             (sb-alien:extern-alien "mprotect"
+                                                    (function sb-alien:int
+                                                              sb-sys:system-area-pointer
+                                                              sb-alien:unsigned-long
+                                                              sb-alien:int))
+                             (sb-sys:sap+ sap +arena-size+) *page-size* 0)))
+                sap
+                :unavailable))))
+  (if (eq *arena* :unavailable) nil *arena*))
+
+(defun restore-from-guarded-sap (octets &rest keys)
+  (let* ((base (arena))
+         (n (length octets)))
+    (if (or (null base) (> n +arena-size+))
+        (apply #'binstore:restore octets keys)
+        (let ((sap (sb-sys:sap+ base (- +arena-size+ n))))
+          (dotimes (i n)
+            (setf (sb-sys:sap-ref-8 sap i) (aref octets i)))
+          (apply #'binstore:restore-from-sap sap n keys)))))
+
+(defun restore-with-hidden-tail (octets &rest keys)
+  (let ((v (make-array (+ (length octets) 8) :element-type '(unsigned-byte 8)
+                                             :fill-pointer (length octets)
+                                             :initial-element #x02)))
+    (replace v octets)
+    (apply #'binstore:restore v keys)))
+
+(define-condition package-created (error)
+  ((names :initarg :names :reader package-created-names))
+  (:documentation "Raised by the fuzzer itself: a restore created packages.")
+  (:report (lambda (c s)
+             (format s "restore created package~p ~{~a~^, ~}"
+                     (length (package-created-names c)) (package-created-names c)))))
+
+(defun failure-kind (condition)
+  "A short file-name-safe word for a failure."
+  (typecase condition
+    (package-created "package-created")
+    (sb-ext:timeout "hang")
+    (sb-kernel::heap-exhausted-error "heap-exhaustion")
+    (sb-kernel::control-stack-exhausted "stack-exhaustion")
+    (sb-sys:memory-fault-error "memory-fault")
+    (type-error "type-error")
+    (t (string-downcase (substitute #\- #\% (symbol-name (type-of condition)))))))
+
+(defun describe-condition (condition)
+  "CONDITION's type and report, even when the report itself fails."
+  (format nil "~s: ~a" (type-of condition)
+          (or (ignore-errors (princ-to-string condition)) "<report failed>")))
+
+(defun try-input (octets &key (route :vector) (intern-symbols nil) (timeout 2)
+                              (max-to-read (* 64 1024 1024)))
+  "Restore OCTETS once and classify what happened.  ROUTE is :VECTOR (a simple
+octet vector), :FILL-POINTER (a non-simple vector with junk past its fill
+pointer) or :SAP (raw memory ending at an inaccessible page).  Returns the
+outcome -- :RETURNED, :INVALID-INPUT, :LIMIT-EXCEEDED, :BINSTORE-ERROR (any
+other binstore condition: missing package, symbol, class ...) or :FAILURE --
+and the condition, if any, as a second value.  A restore that creates a
+package is a :FAILURE too (the new package is deleted again)."
+  (let ((packages (list-all-packages))
+        (keys (list :max-to-read max-to-read :intern-symbols intern-symbols)))
+    (multiple-value-bind (outcome condition)
+        (handler-case
+            (progn
+              (sb-ext:with-timeout timeout
+                (ecase route
+                  (:vector (apply #'binstore:restore octets keys))
+                  (:fill-pointer (apply #'restore-with-hidden-tail octets keys))
+                  (:sap (apply #'restore-from-guarded-sap octets keys))))
+              (values :returned nil))
+          (binstore:invalid-input (c) (values :invalid-input c))
+          (binstore:limit-exceeded (c) (values :limit-exceeded c))
+          (binstore:binstore-error (c) (values :binstore-error c))
+          (serious-condition (c) (values :failure c)))
+      (let ((new (set-difference (list-all-packages) packages)))
+        (if (null new)
+            (values outcome condition)
+            (let ((names (mapcar #'package-name new)))
+              (mapc #'delete-package new)
+              (values :failure (make-condition 'package-created :names names))))))))
+
+;;; ------------------------------------------------------------------
+;;; Failures: shrink, save, replay
+
+(defun regression-directory ()
+  "Where failing inputs are kept: tests/fuzz-regressions/ in this checkout."
+  (asdf:system-relative-pathname "binstore" "tests/fuzz-regressions/"))
+
+(defun regression-files ()
+  "Every saved failing input."
+  (directory (merge-pathnames "*.bin" (regression-directory))))
+
+(defun failure-label (octets route intern-symbols)
+  "The failure kind of OCTETS on ROUTE, or NIL when it does not fail."
+  (multiple-value-bind (outcome condition)
+      (try-input octets :route route :intern-symbols intern-symbols)
+    (when (eq outcome :failure)
+      (failure-kind condition))))
+
+(defun failure-key (condition)
+  "What makes two failures look like one bug: the kind and the condition's
+report with its numbers (offsets, addresses) removed."
+  (format nil "~a ~a" (failure-kind condition)
+          (remove-if #'digit-char-p (describe-condition condition))))
+
+(defun shrink (octets kind route intern-symbols &key (seconds 5))
+  "A smaller input failing with the same KIND: delete chunks, halving the
+chunk size, while time allows."
+  (let ((deadline (+ (get-internal-real-time)
+                     (* seconds internal-time-units-per-second)))
+        (best octets))
+    (loop for chunk = (max 1 (floor (length best) 2)) then (floor chunk 2)
+          while (plusp chunk)
+          do (let ((start 0))
+               (loop while (and (< start (length best))
+                                (< (get-internal-real-time) deadline))
+                     do (let ((candidate (replace-range best start
+                                                        (min (length best)
+                                                             (+ start chunk))
+                                                        '())))
+                          (if (equal kind (failure-label candidate route intern-symbols))
+                              (setf best candidate)
+                              (incf start chunk))))))
+    best))
+
+(defun save-regression (kind octets)
+  "Write OCTETS to <kind>-<hash>.bin unless an identical file exists."
+  (let ((path (merge-pathnames (format nil "~a-~a.bin" kind (content-hash octets))
+                               (regression-directory))))
+    (ensure-directories-exist path)
+    (unless (probe-file path)
+      (with-open-file (s path :direction :output :element-type '(unsigned-byte 8)
+                              :if-exists :supersede)
+        (write-sequence octets s)))
+    path))
+
+;;; ------------------------------------------------------------------
+;;; The driver
+
+(defun fuzz (&key (seconds nil) (iterations nil) (seed 42) (verbose t))
+  "Restore mutated copies of a corpus of valid files until SECONDS have
+passed or ITERATIONS inputs were tried (whichever comes first; 60 seconds
+when neither is given), with random state seeded by SEED.  Every input that
+makes RESTORE fail otherwise than by returning or signalling a BINSTORE-ERROR
+is shrunk, saved under tests/fuzz-regressions/ and printed.  Prints a summary
+line when VERBOSE.  Returns T when no failure was found, NIL otherwise; the
+second value is a plist of counts (:inputs :returned :invalid-input
+:limit-exceeded :other-binstore-error :failures)."
+  (when (and (null seconds) (null iterations))
+    (setf seconds 60))
+  (let* ((rs (sb-ext:seed-random-state seed))
+         (corpus (build-corpus :verbose verbose))
+         (missing (missing-tags corpus))
+         (start (get-internal-real-time))
+         (deadline (and seconds (+ start (round (* seconds internal-time-units-per-second)))))
+         (next-progress (+ start (* 30 internal-time-units-per-second)))
+         (counts (list :returned 0 :invalid-input 0 :limit-exceeded 0
+                       :binstore-error 0 :failure 0))
+         (failures (make-hash-table :test 'equal))
+         (tried 0))
+    (when (null corpus)
+      (when verbose (format t "~&fuzz: empty corpus, nothing to fuzz~%"))
+      (return-from fuzz (values nil (list :inputs 0))))
+    (when (and verbose missing)
+      (format t "~&fuzz: the corpus lacks tag~p ~{~a~^ ~}~%" (length missing) missing))
+    (loop
+      (when (or (and iterations (>= tried iterations))
+                (and deadline (>= (get-internal-real-time) deadline)))
+        (return))
+      (let* ((input (mutate (third (pick corpus rs)) corpus rs))
+             (route (case (random 5 rs) ((0 1 2) :vector) (3 :fill-pointer) (t :sap)))
+             ;; Mostly do not intern: garbage names must not pollute packages.
+             (intern-symbols (zerop (random 8 rs))))
+        (incf tried)
+        (multiple-value-bind (outcome condition)
+            (try-input input :route route :intern-symbols intern-symbols)
+          (incf (getf counts outcome))
+          (when (eq outcome :failure)
+            ;; Shrinking is slow: only the first input of each kind of
+            ;; failure (kind and report, digits ignored) is shrunk and saved.
+            (let ((key (failure-key condition)))
+              (unless (gethash key failures)
+                (setf (gethash key failures) t)
+                (let* ((kind (failure-kind condition))
+                       (small (shrink input kind route intern-symbols))
+                       (path (save-regression kind small)))
+                  (when verbose
+                    (format t "~&fuzz: FAILURE ~a (route ~(~a~), intern-symbols ~a): ~a~%  ~
+                               input ~d bytes, shrunk to ~d: ~a~%  saved ~a~%"
+                            kind route intern-symbols (describe-condition condition)
+                            (length input) (length small) (hex-string small)
+                            (file-namestring path))
+                    (finish-output)))))))
+        (when (and verbose (> (get-internal-real-time) next-progress))
+          (setf next-progress (+ (get-internal-real-time)
+                                 (* 30 internal-time-units-per-second)))
+          (format t "~&fuzz: ~d inputs so far~%" tried)
+          (finish-output))))
+    (let* ((elapsed (max 1/1000 (/ (- (get-internal-real-time) start)
+                                   internal-time-units-per-second)))
+           (failure-count (getf counts :failure)))
+      (when verbose
+        (format t "~&fuzz: ~d inputs in ~,1f s (~d inputs/s), corpus ~d files: ~
+                   returned ~d, invalid-input ~d, limit-exceeded ~d, ~
+                   other binstore errors ~d, failures ~d (~d distinct)~%"
+                tried elapsed (round tried elapsed) (length corpus)
+                (getf counts :returned) (getf counts :invalid-input)
+                (getf counts :limit-exceeded) (getf counts :binstore-error)
+                failure-count (hash-table-count failures))
+        (finish-output))
+      (values (zerop failure-count)
+              (list :inputs tried
+                    :returned (getf counts :returned)
+                    :invalid-input (getf counts :invalid-input)
+                    :limit-exceeded (getf counts :limit-exceeded)
+                    :other-binstore-error (getf counts :binstore-error)
+                    :failures failure-count
+                    :missing-tags missing)))))

@@ -1,0 +1,63 @@
+;;;; The mutation fuzzer (fuzz/fuzzer.lisp) as a test: a fixed-seed run of
+;;;; 20,000 mutated inputs must find no failure, and every input a fuzz run
+;;;; ever saved must now restore or signal a BINSTORE-ERROR.
+;;;;
+;;;; tests/fuzz-regressions/ holds those saved inputs, one file each, named
+;;;; <kind>-<hash>.bin where KIND says how restoring it failed when it was
+;;;; found (type-error, hang, heap-exhaustion, stack-exhaustion, memory-fault,
+;;;; package-created ...) and HASH is a hash of its bytes.  `make fuzz
+;;;; SECONDS=600` adds new ones; keep them after the bug is fixed, as
+;;;; regression tests.  The directory may be empty or absent.
+
+(in-package #:binstore-tests)
+
+(def-suite fuzz :in all
+  :description "Mutated inputs never crash, hang or exhaust the heap.")
+(in-suite fuzz)
+
+(defparameter *fuzz-routes* '(:vector :fill-pointer :sap)
+  "Every way the fuzzer hands input to RESTORE.")
+
+(defun fuzz-acceptable-everywhere-p (octets)
+  "True when restoring OCTETS by every route, interning or not, returns or
+signals a BINSTORE-ERROR; otherwise NIL and a description of the failure."
+  (dolist (route *fuzz-routes* t)
+    (dolist (intern-symbols '(nil t))
+      (multiple-value-bind (outcome condition)
+          (binstore-fuzz:try-input octets :route route :intern-symbols intern-symbols)
+        (when (eq outcome :failure)
+          (return-from fuzz-acceptable-everywhere-p
+            (values nil (format nil "route ~(~a~), intern-symbols ~a: ~s: ~a"
+                                route intern-symbols (type-of condition)
+                                (or (ignore-errors (princ-to-string condition)) "?")))))))))
+
+(test fuzz-classifier
+  "The outcome classifier behind both tests: valid input returns, garbage is
+INVALID-INPUT, and neither is a failure."
+  (is (eq :returned (binstore-fuzz:try-input (binstore:store nil (list 1 "a" #(2))))))
+  (is (eq :invalid-input (binstore-fuzz:try-input
+                          (coerce #(#x3F) '(simple-array (unsigned-byte 8) (*))))))
+  (is (eq :invalid-input (binstore-fuzz:try-input
+                          (coerce #(#x02 #x05 #x71) '(simple-array (unsigned-byte 8) (*)))
+                          :route :sap)))
+  (is-true (fuzz-acceptable-everywhere-p (binstore:store nil '(:a 1.5d0 "x")))))
+
+(test fuzz-corpus-covers-every-tag
+  "The corpus contains every tag byte of src/tags.lisp somewhere."
+  (let ((missing (binstore-fuzz:missing-tags (binstore-fuzz:build-corpus :verbose t))))
+    (is (null missing) "tags missing from the corpus: ~{~a~^ ~}" missing)))
+
+(test fuzz-twenty-thousand-inputs
+  "A fixed-seed run of 20,000 mutated inputs finds no failure."
+  (multiple-value-bind (ok counts)
+      (binstore-fuzz:fuzz :iterations 20000 :seed 42 :verbose t)
+    (is (= 20000 (getf counts :inputs)))
+    (is-true ok "~d failing inputs (saved under tests/fuzz-regressions/)"
+             (getf counts :failures))))
+
+(test fuzz-saved-regressions
+  "Every input a fuzz run saved now restores or signals a BINSTORE-ERROR."
+  (dolist (path (binstore-fuzz:regression-files))
+    (multiple-value-bind (ok why)
+        (fuzz-acceptable-everywhere-p (binstore-fuzz:read-octets path))
+      (is-true ok "~a: ~a" (file-namestring path) why))))

@@ -1,0 +1,533 @@
+;;;; Hostile and damaged input: every byte sequence restores to data or
+;;;; signals a BINSTORE-ERROR (invalid-input, limit-exceeded, or one of the
+;;;; missing-* conditions, whose restarts are exercised here too) -- never a
+;;;; raw Lisp error, heap or stack exhaustion, or a hang.
+
+(in-package #:binstore-tests)
+
+(def-suite hostile :in all
+  :description "Truncated, malformed and malicious input; limits; restarts.")
+(in-suite hostile)
+
+;;; ------------------------------------------------------------------
+;;; Helpers (prefixed: the test package is shared by every test file)
+
+(defun hostile-varint (n)
+  "The unsigned LEB128 encoding of N as a list of octets."
+  (loop collect (if (< n 128) n (logior #x80 (ldb (byte 7 0) n)))
+        do (setf n (ash n -7))
+        until (zerop n)))
+
+(defun hostile-octets (&rest parts)
+  "A simple octet vector of PARTS: octets, or lists / vectors of octets."
+  (let ((bytes '()))
+    (dolist (part parts)
+      (if (integerp part)
+          (push part bytes)
+          (map nil (lambda (b) (push b bytes)) part)))
+    (coerce (nreverse bytes) '(simple-array (unsigned-byte 8) (*)))))
+
+(defun hostile-repeat (pattern count tail)
+  "An octet vector: PATTERN (a list of octets) COUNT times, then TAIL."
+  (let* ((n (length pattern))
+         (v (make-array (+ (* n count) (length tail)) :element-type '(unsigned-byte 8)))
+         (p 0))
+    (declare (type (simple-array (unsigned-byte 8) (*)) v) (type fixnum p))
+    (dotimes (i count)
+      (dolist (b pattern)
+        (setf (aref v p) b)
+        (incf p)))
+    (replace v tail :start1 p)
+    v))
+
+(defun hostile-condition (thunk &key (timeout 10))
+  "Call THUNK under a TIMEOUT-second wall-clock limit.  Return the serious
+condition it signalled (a timeout included), or NIL when it returned."
+  (handler-case (progn (sb-ext:with-timeout timeout (funcall thunk)) nil)
+    (serious-condition (c) c)))
+
+(defun hostile-restore-condition (octets &rest keys)
+  "The condition RESTORE signals on OCTETS with KEYS, or NIL."
+  (hostile-condition (lambda () (apply #'binstore:restore octets keys))))
+
+(defun hostile-describe (c)
+  (if c
+      (format nil "~s: ~a" (type-of c) (or (ignore-errors (princ-to-string c)) "?"))
+      "no condition (it returned)"))
+
+(defun hostile-cost (thunk)
+  "Call THUNK as HOSTILE-CONDITION does; return the condition, the seconds
+taken and the bytes allocated."
+  (let ((start (get-internal-real-time))
+        (consed (sb-ext:get-bytes-consed)))
+    (let ((c (hostile-condition thunk)))
+      (values c
+              (/ (- (get-internal-real-time) start) internal-time-units-per-second)
+              (- (sb-ext:get-bytes-consed) consed)))))
+
+(defvar *hostile-counter* 0)
+
+(defun hostile-fresh-name (prefix)
+  "A package or class name no other test (or earlier run) uses."
+  (format nil "BINSTORE-HOSTILE-~a-~d-~d" prefix (get-universal-time)
+          (incf *hostile-counter*)))
+
+(defun hostile-nest (depth)
+  "A list nested DEPTH levels deep in the car: (((... nil)))."
+  (let ((x nil))
+    (dotimes (i depth x)
+      (setf x (list x)))))
+
+(defun hostile-depth (x)
+  "How many conses deep X nests through its cars."
+  (loop for depth from 0
+        while (consp x)
+        do (setf x (car x))
+        finally (return depth)))
+
+;;; ------------------------------------------------------------------
+;;; Truncation
+
+(defun hostile-truncation-samples ()
+  "Valid files, each a single object stored without an end marker, so no
+strict non-empty prefix of them is a complete input."
+  (list (binstore:store nil (list 1 -300 70000 (expt 2 70) 1/3 2.5d0 #c(1 2)))
+        (binstore:store nil (list "héllo" (coerce "base" 'simple-base-string) #\λ
+                                  :key 'car (make-symbol "U")))
+        (binstore:store nil (let ((s "shared")) (vector s s #*1011 (make-array '(2 2) :initial-element 7))))
+        (binstore:store nil (let ((h (make-hash-table :test 'equal)))
+                              (setf (gethash "a" h) '(1 . 2) (gethash "b" h) h)
+                              h))
+        (binstore:store nil (list #p"/tmp/x.y" (make-array 5 :element-type 'double-float
+                                                            :initial-element 1d0))
+                        :output-magic-number t)
+        (binstore:store nil (hostile-nest 1200))))
+
+(test hostile-truncation-everywhere
+  "Every strict prefix of a valid file signals INVALID-INPUT (usually its
+subtype TRUNCATED-INPUT), never anything else and never returns."
+  (dolist (file (hostile-truncation-samples))
+    (let ((bad '()))
+      (loop for n from 1 below (length file)
+            for c = (hostile-restore-condition (subseq file 0 n))
+            unless (typep c 'binstore:invalid-input)
+              do (push (format nil "prefix ~d/~d: ~a" n (length file) (hostile-describe c))
+                       bad))
+      (is (null bad) "~d bad prefixes, first ones: ~{~a~^; ~}"
+          (length bad) (subseq (reverse bad) 0 (min 3 (length bad)))))))
+
+(test hostile-truncation-separate-objects
+  "A file of separately stored objects cut anywhere either restores the
+objects before the cut or signals INVALID-INPUT."
+  (let* ((objects (list 1 "two" '(3 3) #(4) 5.0d0))
+         (file (binstore:store nil objects :as-separate-objects t)))
+    (loop for n from 0 below (length file)
+          for prefix = (subseq file 0 n)
+          for c = (hostile-restore-condition prefix)
+          do (unless (or (null c) (typep c 'binstore:invalid-input))
+               (fail "prefix ~d: ~a" n (hostile-describe c)))
+             (when (null c)
+               (let ((values (multiple-value-list (binstore:restore prefix))))
+                 (is (equalp values (subseq objects 0 (length values)))
+                     "prefix ~d restored ~s" n values))))))
+
+(test hostile-truncated-string-is-truncated-input
+  (let* ((file (binstore:store nil "hello world"))
+         (c (hostile-restore-condition (subseq file 0 (1- (length file))))))
+    (is (typep c 'binstore:truncated-input) "~a" (hostile-describe c))
+    (when (typep c 'binstore:truncated-input)
+      (is (integerp (binstore:restore-error-offset c))))))
+
+(test hostile-truncated-file-and-stream
+  "Truncation seen through a file (stream source) is still INVALID-INPUT."
+  (let* ((file (binstore:store nil (list "a long enough string" (hostile-nest 30) 12345)))
+         (path (merge-pathnames (format nil "binstore-hostile-~d.bin" (random 1000000))
+                                (uiop:temporary-directory))))
+    (unwind-protect
+         (progn
+           (with-open-file (s path :direction :output :element-type '(unsigned-byte 8)
+                                   :if-exists :supersede)
+             (write-sequence file s :end (floor (length file) 2)))
+           (let ((c (hostile-restore-condition path)))
+             (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))))
+      (when (probe-file path) (delete-file path)))))
+
+;;; ------------------------------------------------------------------
+;;; Malformed bytes
+
+(test hostile-undefined-references
+  (dolist (bytes (list (hostile-octets #x21 5)       ; REF id 5, nothing defined
+                       (hostile-octets #x45)          ; small back-reference to id 5
+                       (hostile-octets #x02 #x01 #x40)
+                       (hostile-octets #x02 #x02 #x20 #x72 #x41)
+                       (hostile-octets #x21 (hostile-varint (expt 2 40)))))
+    (let ((c (hostile-restore-condition bytes)))
+      (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c)))))
+
+(test hostile-unknown-tags
+  "Every byte that is not a tag, a back-reference or a small integer."
+  (loop for tag from #x27 to #x3F
+        for c = (hostile-restore-condition (hostile-octets tag))
+        do (is (typep c 'binstore:invalid-input) "tag #x~2,'0x: ~a" tag (hostile-describe c))))
+
+(test hostile-unknown-tag-offset
+  "The offset names the offending byte."
+  (let ((c (hostile-restore-condition (hostile-octets #x02 #x02 #x71 #x3F))))
+    (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
+    (when (typep c 'binstore:invalid-input)
+      (is (eql 3 (binstore:restore-error-offset c)) "offset ~s" (binstore:restore-error-offset c)))))
+
+(defparameter *hostile-huge* (expt 2 60))
+
+(defun hostile-huge-inputs ()
+  "(description octets): containers and numbers claiming 2^60 elements (or
+dimensions, or rank) with almost no bytes behind the claim."
+  (let ((huge (hostile-varint *hostile-huge*)))
+    (list (list "list" (hostile-octets #x02 huge #x71))
+          (list "dotted list" (hostile-octets #x03 huge #x71 #x72))
+          (list "base string" (hostile-octets #x12 huge #x41))
+          (list "string" (hostile-octets #x13 huge #x41))
+          (list "simple vector" (hostile-octets #x14 huge #x71))
+          (list "specialized vector ub8" (hostile-octets #x15 5 huge 1 2 3))
+          (list "specialized vector bit" (hostile-octets #x15 1 huge 1))
+          (list "specialized vector of nil" (hostile-octets #x15 24 huge))
+          (list "array dimension" (hostile-octets #x16 0 5 1 huge 1 2))
+          (list "array dimensions product" (hostile-octets #x16 0 5 3 (hostile-varint (expt 2 25))
+                                                           (hostile-varint (expt 2 25))
+                                                           (hostile-varint (expt 2 25)) 1))
+          (list "array of nil" (hostile-octets #x16 0 24 2 huge huge))
+          (list "array rank" (hostile-octets #x16 0 5 huge 1 1 1))
+          (list "hash table size" (hostile-octets #x1B 0 huge #x72 #x71 0))
+          (list "hash table count" (hostile-octets #x1B 0 4 #x72 #x71 huge #x71 #x71))
+          (list "bignum" (hostile-octets #x0A (hostile-varint (* 2 *hostile-huge*)) 1 2 3))
+          (list "character" (hostile-octets #x11 huge))
+          (list "id count" (hostile-octets #x24 huge #x00))
+          (list "class descriptor slots" (hostile-octets #x1D #x20 #x1E 1 #x00 huge #x00))
+          (list "varint of 11 bytes" (hostile-octets #x02 (make-list 10 :initial-element #xFF) 1 #x71)))))
+
+(test hostile-huge-lengths
+  "A huge claimed size signals INVALID-INPUT or LIMIT-EXCEEDED at once:
+under a second and without allocating for the claim."
+  (dolist (entry (hostile-huge-inputs))
+    (destructuring-bind (what bytes) entry
+      (multiple-value-bind (c seconds consed)
+          (hostile-cost (lambda () (binstore:restore bytes)))
+        (is (typep c '(or binstore:invalid-input binstore:limit-exceeded))
+            "~a: ~a" what (hostile-describe c))
+        (is (< seconds 1) "~a took ~,2f s" what seconds)
+        (is (< consed (* 16 1024 1024)) "~a allocated ~:d bytes" what consed)))))
+
+(test hostile-huge-lengths-from-a-stream
+  "Through a stream the input size is unknown: max-to-read must bound it."
+  (let ((path (merge-pathnames (format nil "binstore-hostile-~d.bin" (random 1000000))
+                               (uiop:temporary-directory))))
+    (unwind-protect
+         (dolist (entry (hostile-huge-inputs))
+           (destructuring-bind (what bytes) entry
+             (with-open-file (s path :direction :output :element-type '(unsigned-byte 8)
+                                     :if-exists :supersede)
+               (write-sequence bytes s))
+             (multiple-value-bind (c seconds consed)
+                 (hostile-cost (lambda () (binstore:restore path)))
+               (is (typep c '(or binstore:invalid-input binstore:limit-exceeded))
+                   "~a: ~a" what (hostile-describe c))
+               (is (< seconds 1) "~a took ~,2f s" what seconds)
+               (is (< consed (* 16 1024 1024)) "~a allocated ~:d bytes" what consed))))
+      (when (probe-file path) (delete-file path)))))
+
+(test hostile-invalid-utf-8
+  (dolist (entry `(("overlong 2-byte NUL" ,(hostile-octets #x13 1 #xC0 #x80))
+                   ("overlong 3-byte" ,(hostile-octets #x13 1 #xE0 #x80 #xAF))
+                   ("overlong 4-byte" ,(hostile-octets #x13 1 #xF0 #x80 #x80 #xAF))
+                   ("lone continuation byte" ,(hostile-octets #x13 1 #x80))
+                   ("ASCII inside a sequence" ,(hostile-octets #x13 2 #xE2 #x41 #x41))
+                   ("sequence cut by the end" ,(hostile-octets #x13 1 #xE2 #x82))
+                   ("code point #x110000" ,(hostile-octets #x13 1 #xF4 #x90 #x80 #x80))
+                   ("5-byte form" ,(hostile-octets #x13 1 #xF8 #x88 #x80 #x80 #x80))
+                   ("#xFF" ,(hostile-octets #x13 1 #xFF))
+                   ("symbol name" ,(hostile-octets #x18 1 #xC0 #x80))
+                   ("base string byte above 127" ,(hostile-octets #x12 2 #x41 #xC3))
+                   ("character #x110000" ,(hostile-octets #x11 (hostile-varint #x110000)))))
+    (destructuring-bind (what bytes) entry
+      (let ((c (hostile-restore-condition bytes)))
+        (is (typep c 'binstore:invalid-input) "~a: ~a" what (hostile-describe c))))))
+
+(test hostile-surrogates-are-valid
+  "Surrogate code points are characters in SBCL and round-trip (the
+contract), so their 3-byte form is not an error."
+  (is (equal (string (code-char #xD800))
+             (binstore:restore (hostile-octets #x13 1 #xED #xA0 #x80)))))
+
+;;; ------------------------------------------------------------------
+;;; Deep nesting
+
+(test hostile-ten-million-deep-input
+  "Ten million nested one-element lists (or vectors) in the input, with no
+deferral: LIMIT-EXCEEDED, never control stack exhaustion."
+  (dolist (pattern '((#x02 #x01) (#x14 #x01)))
+    (let ((bytes (hostile-repeat pattern 10000000 '(#x00))))
+      (multiple-value-bind (c seconds) (hostile-cost (lambda () (binstore:restore bytes)))
+        (is (typep c 'binstore:limit-exceeded) "~s: ~a" pattern (hostile-describe c))
+        (is (< seconds 10) "~s took ~,1f s" pattern seconds)))))
+
+(test hostile-ten-million-deep-list
+  "A list nested ten million levels: the default max-depth refuses it on
+store and on restore; raised limits make it round-trip."
+  (let* ((depth 10000000)
+         (nest (hostile-nest depth))
+         (c (hostile-condition (lambda () (binstore:store nil nest)) :timeout 60)))
+    (is (typep c 'binstore:limit-exceeded) "store: ~a" (hostile-describe c))
+    (when (typep c 'binstore:limit-exceeded)
+      (is (eq :max-depth (binstore:limit-exceeded-limit c))))
+    (let ((bytes nil) (back nil))
+      (setf c (hostile-condition
+               (lambda () (setf bytes (binstore:store nil nest :max-depth 20000000)))
+               :timeout 60))
+      (is (null c) "store with :max-depth 20000000: ~a" (hostile-describe c))
+      (when bytes
+        (let ((c (hostile-restore-condition bytes)))
+          (is (typep c 'binstore:limit-exceeded) "restore: ~a" (hostile-describe c)))
+        (setf c (hostile-condition
+                 (lambda () (setf back (binstore:restore bytes :max-depth 20000000)))
+                 :timeout 60))
+        (is (null c) "restore with :max-depth 20000000: ~a" (hostile-describe c))
+        (is (= depth (hostile-depth back)))))))
+
+;;; ------------------------------------------------------------------
+;;; Limits
+
+(test hostile-max-to-read
+  (let* ((file (binstore:store nil (make-list 1000 :initial-element "x")))
+         (c (hostile-restore-condition file :max-to-read 100)))
+    (is (typep c 'binstore:limit-exceeded) "~a" (hostile-describe c))
+    (when (typep c 'binstore:limit-exceeded)
+      (is (eq :max-to-read (binstore:limit-exceeded-limit c)))))
+  ;; 30 bytes of input asking for a gigabyte of memory
+  (let ((c (hostile-restore-condition (hostile-octets #x15 24 (hostile-varint (expt 10 9)))
+                                      :max-to-read (* 1024 1024))))
+    (is (typep c '(or binstore:limit-exceeded binstore:invalid-input)) "~a" (hostile-describe c)))
+  ;; within the limit, the same file restores
+  (is (= 1000 (length (binstore:restore (binstore:store nil (make-list 1000 :initial-element "x"))
+                                        :max-to-read 100000)))))
+
+(test hostile-max-to-write
+  (let ((c (hostile-condition
+            (lambda () (binstore:store nil (make-list 1000 :initial-element 1000)
+                                       :max-to-write 100)))))
+    (is (typep c 'binstore:limit-exceeded) "~a" (hostile-describe c))
+    (when (typep c 'binstore:limit-exceeded)
+      (is (eq :max-to-write (binstore:limit-exceeded-limit c))))))
+
+(test hostile-max-depth
+  (let ((nest (hostile-nest 50)))
+    (let ((c (hostile-condition (lambda () (binstore:store nil nest :max-depth 10)))))
+      (is (typep c 'binstore:limit-exceeded) "store: ~a" (hostile-describe c))
+      (when (typep c 'binstore:limit-exceeded)
+        (is (eq :max-depth (binstore:limit-exceeded-limit c)))))
+    (let* ((file (binstore:store nil nest :max-depth 100))
+           (c (hostile-restore-condition file :max-depth 10)))
+      (is (typep c 'binstore:limit-exceeded) "restore: ~a" (hostile-describe c))
+      (when (typep c 'binstore:limit-exceeded)
+        (is (eq :max-depth (binstore:limit-exceeded-limit c))))
+      (is (= 50 (hostile-depth (binstore:restore file :max-depth 100)))))))
+
+(test hostile-unsupported-version
+  (let ((file (binstore:store nil '(1 2) :output-magic-number t)))
+    (is (equalp #(#x25 #x42 #x53 #x54 1) (subseq file 0 5)))
+    (setf (aref file 4) 99)
+    (let ((c (hostile-restore-condition file)))
+      (is (typep c 'binstore:unsupported-version) "~a" (hostile-describe c))
+      (when (typep c 'binstore:unsupported-version)
+        (is (eql 99 (binstore:unsupported-version-version c)))))))
+
+;;; ------------------------------------------------------------------
+;;; Missing packages and symbols
+
+(defun hostile-stored-symbol (package-name symbol-name)
+  "Bytes of a symbol SYMBOL-NAME stored from a new package PACKAGE-NAME,
+which is deleted again."
+  (let ((package (make-package package-name :use '())))
+    (prog1 (binstore:store nil (list (intern symbol-name package) 7))
+      (delete-package package))))
+
+(defun hostile-forget-package (name)
+  (when (find-package name) (delete-package name)))
+
+(test hostile-missing-package-create
+  (let ((name (hostile-fresh-name "PKG")) (seen nil))
+    (unwind-protect
+         (let* ((file (hostile-stored-symbol name "THING"))
+                (back (handler-bind ((binstore:missing-package
+                                       (lambda (c)
+                                         (setf seen (binstore:missing-package-name c))
+                                         (binstore:create-package c))))
+                        (binstore:restore file))))
+           (is (equal name seen))
+           (is (find-package name))
+           (is (eq (find-package name) (symbol-package (first back))))
+           (is (string= "THING" (symbol-name (first back))))
+           (is (eql 7 (second back))))
+      (hostile-forget-package name))))
+
+(test hostile-missing-package-use-other
+  (let* ((name (hostile-fresh-name "GONE"))
+         (other-name (hostile-fresh-name "OTHER"))
+         (other (make-package other-name :use '())))
+    (unwind-protect
+         (let* ((file (hostile-stored-symbol name "THING"))
+                (back (handler-bind ((binstore:missing-package
+                                       (lambda (c) (binstore:use-other-package other c))))
+                        (binstore:restore file))))
+           (is (eq other (symbol-package (first back))))
+           (is (eq (first back) (find-symbol "THING" other)))
+           (is (null (find-package name))))
+      (hostile-forget-package name)
+      (hostile-forget-package other-name))))
+
+(test hostile-missing-package-uninterned
+  (let ((name (hostile-fresh-name "PKG")))
+    (unwind-protect
+         (let* ((file (hostile-stored-symbol name "THING"))
+                (back (handler-bind ((binstore:missing-package #'binstore:make-uninterned))
+                        (binstore:restore file))))
+           (is (null (symbol-package (first back))))
+           (is (string= "THING" (symbol-name (first back))))
+           (is (null (find-package name))))
+      (hostile-forget-package name))))
+
+(test hostile-missing-package-unhandled
+  "Without a handler the error propagates and no package appears."
+  (let ((name (hostile-fresh-name "PKG")))
+    (unwind-protect
+         (let* ((file (hostile-stored-symbol name "THING"))
+                (count (length (list-all-packages)))
+                (c (hostile-restore-condition file)))
+           (is (typep c 'binstore:missing-package) "~a" (hostile-describe c))
+           (when (typep c 'binstore:missing-package)
+             (is (equal name (binstore:missing-package-name c))))
+           (is (null (find-package name)))
+           (is (= count (length (list-all-packages)))))
+      (hostile-forget-package name))))
+
+(defun hostile-call-with-lost-symbol (fn)
+  "Call FN with the bytes of a stored symbol that has since been uninterned
+from its (still existing) package, and that package."
+  (let* ((name (hostile-fresh-name "SYMS"))
+         (package (make-package name :use '())))
+    (unwind-protect
+         (let* ((symbol (intern "LOST" package))
+                (file (binstore:store nil symbol)))
+           (unintern symbol package)
+           (funcall fn file package))
+      (delete-package package))))
+
+(test hostile-missing-symbol
+  (hostile-call-with-lost-symbol
+   (lambda (file package)
+     (let ((c (hostile-restore-condition file :intern-symbols nil)))
+       (is (typep c 'binstore:missing-symbol) "~a" (hostile-describe c))
+       (when (typep c 'binstore:missing-symbol)
+         (is (equal "LOST" (binstore:missing-symbol-name c)))
+         (is (eq package (binstore:missing-symbol-package c)))))
+     (is (null (find-symbol "LOST" package)) "the unhandled restore interned LOST")
+     ;; the default interns
+     (let ((back (binstore:restore file)))
+       (is (eq back (find-symbol "LOST" package)))))))
+
+(test hostile-missing-symbol-intern-anyway
+  (hostile-call-with-lost-symbol
+   (lambda (file package)
+     (let ((back (handler-bind ((binstore:missing-symbol #'binstore:intern-anyway))
+                   (binstore:restore file :intern-symbols nil))))
+       (is (eq package (symbol-package back)))
+       (is (eq back (find-symbol "LOST" package)))))))
+
+(test hostile-missing-symbol-uninterned
+  (hostile-call-with-lost-symbol
+   (lambda (file package)
+     (let ((back (handler-bind ((binstore:missing-symbol #'binstore:make-uninterned))
+                   (binstore:restore file :intern-symbols nil))))
+       (is (null (symbol-package back)))
+       (is (string= "LOST" (symbol-name back)))
+       (is (null (find-symbol "LOST" package)))))))
+
+;;; ------------------------------------------------------------------
+;;; Missing classes and slots.  The classes are made at run time, under
+;;; fresh names, because the tests remove and redefine them.
+
+(defclass hostile-other-class ()
+  ((alpha :initarg :alpha)
+   (beta :initarg :beta)))
+
+(defun hostile-define-class (name slot-names)
+  "Define (or redefine) the standard class NAME with SLOT-NAMES."
+  (eval `(defclass ,name () ,(mapcar #'list slot-names))))
+
+(defun hostile-class-name ()
+  (intern (hostile-fresh-name "CLASS") '#:binstore-tests))
+
+(defun hostile-stored-instance (name)
+  "Define class NAME with slots ALPHA and BETA; store an instance (1 \"two\")."
+  (hostile-define-class name '(alpha beta))
+  (let ((object (make-instance name)))
+    (setf (slot-value object 'alpha) 1
+          (slot-value object 'beta) "two")
+    (binstore:store nil object)))
+
+(test hostile-missing-class
+  (let* ((name (hostile-class-name))
+         (file (hostile-stored-instance name)))
+    (unwind-protect
+         (progn
+           (setf (find-class name) nil)
+           (let ((c (hostile-restore-condition file)))
+             (is (typep c 'binstore:missing-class) "~a" (hostile-describe c))
+             (when (typep c 'binstore:missing-class)
+               (is (eq name (binstore:missing-class-name c)))))
+           (let ((back (handler-bind ((binstore:missing-class
+                                        (lambda (c) (binstore:use-other-class 'hostile-other-class c))))
+                         (binstore:restore file))))
+             (is (typep back 'hostile-other-class))
+             (is (eql 1 (slot-value back 'alpha)))
+             (is (equal "two" (slot-value back 'beta)))))
+      (setf (find-class name) nil))))
+
+(test hostile-missing-slot
+  (let* ((name (hostile-class-name))
+         (file (hostile-stored-instance name)))
+    (unwind-protect
+         (progn
+           (hostile-define-class name '(alpha))
+           (let ((c (hostile-restore-condition file)))
+             (is (typep c 'binstore:missing-slot) "~a" (hostile-describe c))
+             (when (typep c 'binstore:missing-slot)
+               (is (eq 'beta (binstore:missing-slot-name c)))))
+           (let ((back (handler-bind ((binstore:missing-slot #'binstore:discard-slot))
+                         (binstore:restore file))))
+             (is (typep back name))
+             (is (eql 1 (slot-value back 'alpha)))
+             (is (not (slot-exists-p back 'beta))))
+           (hostile-define-class name '(alpha gamma))
+           (let ((back (handler-bind ((binstore:missing-slot
+                                        (lambda (c) (binstore:use-other-slot 'gamma c))))
+                         (binstore:restore file))))
+             (is (eql 1 (slot-value back 'alpha)))
+             (is (equal "two" (slot-value back 'gamma)))))
+      (setf (find-class name) nil))))
+
+(test hostile-never-instantiated-class
+  "Restoring into a class of the same name that was defined afresh and
+never instantiated (so not finalized) works."
+  (let* ((name (hostile-class-name))
+         (file (hostile-stored-instance name)))
+    (unwind-protect
+         (progn
+           (setf (find-class name) nil)
+           (hostile-define-class name '(alpha beta))
+           (is (not (sb-mop:class-finalized-p (find-class name)))
+               "precondition: the fresh class is not finalized yet")
+           (let ((back (binstore:restore file)))
+             (is (eq (find-class name) (class-of back)))
+             (is (eql 1 (slot-value back 'alpha)))
+             (is (equal "two" (slot-value back 'beta)))))
+      (setf (find-class name) nil))))

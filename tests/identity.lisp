@@ -1,0 +1,184 @@
+;;;; Identity: sharing and cycles survive a round trip, within the limits each
+;;;; option promises.
+
+(in-package #:binstore-tests)
+
+(def-suite identity :in all
+  :description "Shared parts restore EQ, cycles close, options keep their promises.")
+(in-suite identity)
+
+(defun shareable-objects ()
+  "One fresh object of each kind that restores as one object when shared."
+  (list (copy-seq "a string")
+        (coerce "base" 'simple-base-string)
+        (make-array 3 :element-type '(unsigned-byte 8) :initial-contents '(1 2 3))
+        (make-array '(2 2) :initial-element :x)
+        (make-array 4 :element-type 'character :fill-pointer 2 :initial-element #\z)
+        (vector 1 2)
+        (expt 2 100)
+        (sb-kernel:make-double-float #x40091EB8 #x51EB851F)
+        3/7
+        #c(1d0 2d0)
+        (make-gen-point :x 1)
+        (make-gen-raw :d 2d0)
+        (make-instance 'gen-node :label "node")
+        (make-hash-table)
+        (make-pathname :name "shared" :type "txt")
+        (make-condition 'gen-condition :detail 1 :extra 2)))
+
+(test shared-objects-restore-eq
+  (dolist (object (shareable-objects))
+    (let ((restored (round-trip (list object (vector object) object))))
+      (check-same (list object (vector object) object) restored)
+      (is (eq (first restored) (third restored)) "~s was not restored once" object)
+      (is (eq (first restored) (aref (second restored) 0)) "~s was not restored once" object)))
+  ;; All kinds at once, each shared between a list and a hash table.
+  (let* ((objects (shareable-objects))
+         (table (make-hash-table :test 'eq)))
+    (loop for object in objects for i from 0
+          do (setf (gethash i table) object))
+    (check-same (list objects table) (round-trip (list objects table)))))
+
+(test equal-but-distinct-objects-stay-distinct
+  (let* ((data (list (copy-seq "same") (copy-seq "same") (vector 1) (vector 1)
+                     (make-gen-point) (make-gen-point)))
+         (restored (round-trip data)))
+    (check-same data restored)
+    (is (not (eq (first restored) (second restored))))
+    (is (not (eq (third restored) (fourth restored))))
+    (is (not (eq (fifth restored) (sixth restored))))))
+
+(test cycles-through-containers
+  (let ((vector (vector 1 nil 3)))
+    (setf (aref vector 1) vector)
+    (let ((restored (round-trip vector)))
+      (check-same vector restored)
+      (is (eq restored (aref restored 1)))))
+  (let ((table (make-hash-table :test 'eq)))
+    (setf (gethash table table) table
+          (gethash :self table) table)
+    (let ((restored (round-trip table)))
+      (check-same table restored)
+      (is (eq restored (gethash :self restored)))
+      (is (eq restored (gethash restored restored)))))
+  (let ((point (make-gen-point)))
+    (setf (gen-point-x point) point)
+    (let ((restored (round-trip point)))
+      (check-same point restored)
+      (is (eq restored (gen-point-x restored)))))
+  (let ((node (make-instance 'gen-node)))
+    (setf (gen-node-left node) node
+          (gen-node-right node) (vector node))
+    (let ((restored (round-trip node)))
+      (check-same node restored)
+      (is (eq restored (gen-node-left restored)))
+      (is (eq restored (aref (gen-node-right restored) 0)))))
+  (let ((condition (make-condition 'gen-condition :extra nil)))
+    (setf (slot-value condition 'detail) (list condition))
+    (check-same condition (round-trip condition)))
+  ;; A longer cycle crossing every kind of container.
+  (let ((table (make-hash-table :test 'equal))
+        (point (make-gen-point))
+        (node (make-instance 'gen-node))
+        (array (make-array '(2 2) :initial-element nil)))
+    (setf (gethash "next" table) point
+          (gen-point-y point) node
+          (gen-node-label node) array
+          (aref array 1 1) (list :back table))
+    (check-same table (round-trip table))))
+
+(test shared-list-structure
+  (flet ((round-trip-lists (data)
+           (round-trip data :support-shared-list-structures t)))
+    ;; Shared tails.
+    (let* ((tail (list 3 4))
+           (data (list (list* 1 tail) (list* 2 tail)))
+           (restored (round-trip-lists data)))
+      (check-same data restored :conses t)
+      (is (eq (cdr (first restored)) (cdr (second restored)))))
+    ;; A cdr-circular list.
+    (let ((circle (list 1 2 3)))
+      (setf (cdr (last circle)) circle)
+      (let ((restored (round-trip-lists circle)))
+        (check-same circle restored :conses t)
+        (is (eq restored (cdddr restored)))))
+    ;; A list that ends by pointing into its middle.
+    (let ((lasso (list 1 2 3 4)))
+      (setf (cdr (last lasso)) (cdr lasso))
+      (let ((restored (round-trip-lists lasso)))
+        (check-same lasso restored :conses t)
+        (is (eq (cdr restored) (nthcdr 4 restored)))))
+    ;; A car-circular list.
+    (let ((knot (list nil 2)))
+      (setf (car knot) knot)
+      (let ((restored (round-trip-lists knot)))
+        (check-same knot restored :conses t)
+        (is (eq restored (car restored)))))
+    ;; One cons referenced from a vector and from a list.
+    (let* ((cell (cons 1 2))
+           (data (vector cell (list cell)))
+           (restored (round-trip-lists data)))
+      (check-same data restored :conses t)
+      (is (eq (aref restored 0) (first (aref restored 1)))))))
+
+(test no-reference-tracking
+  (let ((data (list 1 "two" (vector 3 (list 4.5d0 (expt 2 80))) (make-gen-point :x #p"/p")
+                    (make-instance 'gen-node :left :l) (filled-table '(:k "v")))))
+    (check-same data (round-trip data :track-references nil) :identity nil)
+    (check-same data (let ((binstore:*track-references* nil)) (round-trip data)) :identity nil))
+  ;; Shared parts come back as equal copies.
+  (let* ((string (copy-seq "shared"))
+         (vector (vector 1 2))
+         (point (make-gen-point :x 1))
+         (data (list string string vector vector point point))
+         (restored (round-trip data :track-references nil)))
+    (check-same data restored :identity nil)
+    (is (not (eq (first restored) (second restored))))
+    (is (not (eq (third restored) (fourth restored))))
+    (is (not (eq (fifth restored) (sixth restored))))))
+
+(defun every-option-combination ()
+  "A plist of STORE options for each combination of the boolean options."
+  (let ((combinations '()))
+    (dolist (references '(t nil))
+      (dolist (lists '(t nil))
+        (dolist (magic '(t nil))
+          (dolist (end '(t nil))
+            (push (list :track-references references :support-shared-list-structures lists
+                        :output-magic-number magic :output-end-marker end)
+                  combinations)))))
+    combinations))
+
+(test any-options-restore-with-defaults
+  (let ((data (list 1 "two" :three (make-symbol "FOUR") (vector 5.0d0 (list 6))
+                    (make-gen-point :x 7) (filled-table '("eight" 8) :test 'equal)))
+        (file (merge-pathnames (format nil "binstore-options-~d.bst" (random 1000000 (make-random-state t)))
+                               (uiop:temporary-directory))))
+    (unwind-protect
+         (dolist (options (every-option-combination))
+           (check-same data (binstore:restore (apply #'binstore:store nil data options)))
+           (apply #'binstore:store file data options)
+           (check-same data (binstore:restore file)))
+      (when (probe-file file) (delete-file file)))))
+
+(test uninterned-symbols
+  (let* ((symbol (make-symbol "LONELY"))
+         (twin (make-symbol "LONELY"))
+         (data (list symbol (vector symbol) twin symbol))
+         (bytes (binstore:store nil data))
+         (first-restore (binstore:restore bytes))
+         (second-restore (binstore:restore bytes)))
+    (check-same data first-restore)
+    (destructuring-bind (a v b c) first-restore
+      (is (null (symbol-package a)))
+      (is (string= "LONELY" (symbol-name a)))
+      (is (eq a c))
+      (is (eq a (aref v 0)))
+      (is (not (eq a b)))
+      (is (not (eq a symbol))))
+    ;; Each restore makes its own symbols.
+    (is (not (eq (first first-restore) (first second-restore))))
+    ;; Kept one per store even without reference tracking.
+    (let ((restored (round-trip data :track-references nil)))
+      (is (eq (first restored) (fourth restored)))
+      (is (not (eq (first restored) (third restored)))))))

@@ -1,0 +1,250 @@
+;;;; Every kind of place STORE writes to and RESTORE reads from, and the
+;;;; options that shape the output: header, end marker, separate objects.
+
+(in-package #:binstore-tests)
+
+(def-suite places :in all
+  :description "Octet vectors, files, streams, raw memory; header and end marker.")
+(in-suite places)
+
+(defparameter *place-datum*
+  (list 1 "two" (vector 3.0d0 :four) (make-gen-point :x (expt 2 70)))
+  "Data for the place tests: small, but several kinds of object.")
+
+(defun octet-vector (&rest bytes)
+  (coerce bytes '(simple-array (unsigned-byte 8) (*))))
+
+(defun call-with-temporary-directory (function)
+  "Call FUNCTION with a fresh, empty directory, deleted afterwards."
+  (let ((directory (uiop:ensure-directory-pathname
+                    (format nil "~abinstore-places-~36r/" (uiop:temporary-directory)
+                            (random (expt 36 8) (make-random-state t))))))
+    (ensure-directories-exist directory)
+    (unwind-protect (funcall function directory)
+      (uiop:delete-directory-tree directory :validate t :if-does-not-exist :ignore))))
+
+(defun directory-entries (directory)
+  "Names of every file in DIRECTORY, hidden ones too."
+  (sort (mapcar #'file-namestring (uiop:directory-files directory)) #'string<))
+
+;;; Octet vectors
+
+(test store-to-nil
+  (let ((bytes (binstore:store nil *place-datum*)))
+    (is (typep bytes '(simple-array (unsigned-byte 8) (*))))
+    (check-same *place-datum* (binstore:restore bytes))))
+
+(test append-to-adjustable-octet-vector
+  (let* ((vector (make-array 3 :element-type '(unsigned-byte 8) :adjustable t
+                               :fill-pointer 3 :initial-contents '(7 8 9)))
+         (result (binstore:store vector *place-datum*)))
+    (is (eq vector result))
+    (is (equalp #(7 8 9) (subseq vector 0 3)) "the prefix was changed")
+    (is (> (fill-pointer vector) 3))
+    (check-same *place-datum* (binstore:restore (subseq vector 3))))
+  ;; Restoring a vector with a fill pointer reads up to the fill pointer only:
+  ;; the zeros beyond it are not data.
+  (let ((vector (make-array 200 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0)))
+    (binstore:store vector "short")
+    (is (equal '("short") (multiple-value-list (binstore:restore vector))))))
+
+(test store-into-fixed-octet-vector
+  (let* ((vector (make-array 1000 :element-type '(unsigned-byte 8) :fill-pointer 0))
+         (result (binstore:store vector *place-datum*)))
+    (is (eq vector result))
+    (is (plusp (fill-pointer vector)))
+    (is (= 1000 (array-total-size vector)) "written in place, not regrown")
+    (check-same *place-datum* (binstore:restore vector))))
+
+(test small-fill-pointer-vector-grows
+  ;; SBCL makes every vector with a fill pointer actually adjustable
+  ;; (ADJUSTABLE-ARRAY-P is true even when made with :adjustable nil), so an
+  ;; octet vector never runs out of space: it grows in place.  OUT-OF-SPACE
+  ;; is checked with raw memory below.
+  (let* ((vector (make-array 4 :element-type '(unsigned-byte 8) :fill-pointer 1
+                               :initial-element 42))
+         (data (make-string 100 :initial-element #\x))
+         (result (binstore:store vector data)))
+    (is (eq vector result))
+    (is (= 42 (aref vector 0)))
+    (is (equal data (binstore:restore (subseq vector 1))))))
+
+(test restore-from-non-simple-vectors
+  (let* ((bytes (binstore:store nil *place-datum*))
+         (size (length bytes))
+         (buffer (make-array (+ size 10) :element-type '(unsigned-byte 8) :initial-element #xFF)))
+    (replace buffer bytes :start1 3)
+    ;; A window into a larger buffer with bytes on both sides.
+    (check-same *place-datum*
+                (binstore:restore (make-array size :element-type '(unsigned-byte 8)
+                                                   :displaced-to buffer :displaced-index-offset 3)))
+    (check-same *place-datum*
+                (binstore:restore (make-array size :element-type '(unsigned-byte 8)
+                                                   :adjustable t :initial-contents bytes)))))
+
+;;; Files
+
+(test store-to-file
+  (call-with-temporary-directory
+   (lambda (directory)
+     (let* ((pathname (merge-pathnames "data.bst" directory))
+            (namestring (namestring pathname)))
+       ;; A string names the file.
+       (let ((result (binstore:store namestring *place-datum*)))
+         (is (pathnamep result))
+         (is (equal (truename pathname) (truename result))))
+       (check-same *place-datum* (binstore:restore namestring))
+       (check-same *place-datum* (binstore:restore pathname))
+       ;; Storing again replaces the file, and leaves no temporary file behind.
+       (binstore:store pathname "replacement")
+       (is (equal "replacement" (binstore:restore pathname)))
+       (binstore:store namestring (list :third))
+       (is (equal '(:third) (binstore:restore namestring)))
+       (is (equal '("data.bst") (directory-entries directory)))))))
+
+(test store-to-file-keeps-old-file-on-error
+  (call-with-temporary-directory
+   (lambda (directory)
+     (let ((pathname (merge-pathnames "keep.bst" directory)))
+       (binstore:store pathname "original")
+       (signals binstore:unstorable-object
+         (binstore:store pathname (list "new" #'car)))
+       (is (equal "original" (binstore:restore pathname)))
+       (is (equal '("keep.bst") (directory-entries directory)))))))
+
+;;; Streams
+
+(test store-to-binary-stream
+  (call-with-temporary-directory
+   (lambda (directory)
+     (let ((pathname (merge-pathnames "stream.bst" directory)))
+       (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8))
+         (is (eq out (binstore:store out *place-datum*))))
+       (with-open-file (in pathname :element-type '(unsigned-byte 8))
+         (check-same *place-datum* (binstore:restore in)))))))
+
+(test end-markers-separate-objects-on-a-stream
+  (call-with-temporary-directory
+   (lambda (directory)
+     (let ((pathname (merge-pathnames "two.bst" directory)))
+       (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8))
+         (binstore:store out "first" :output-end-marker t)
+         (binstore:store out (list "second") :output-end-marker t))
+       (with-open-file (in pathname :element-type '(unsigned-byte 8))
+         (is (equal "first" (binstore:restore in)))
+         (is (equal '("second") (binstore:restore in))))))))
+
+;;; In-memory Gray streams, to check nothing depends on file streams.
+
+(defclass octet-output-stream (sb-gray:fundamental-binary-output-stream)
+  ((octets :initform (make-array 0 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0)
+           :reader stream-octets))
+  (:documentation "Collects the octets written to it."))
+
+(defclass octet-input-stream (sb-gray:fundamental-binary-input-stream)
+  ((octets :initarg :octets)
+   (position :initform 0))
+  (:documentation "Reads from a vector of octets."))
+
+(defmethod stream-element-type ((stream octet-output-stream)) '(unsigned-byte 8))
+(defmethod stream-element-type ((stream octet-input-stream)) '(unsigned-byte 8))
+
+(defmethod sb-gray:stream-write-byte ((stream octet-output-stream) byte)
+  (vector-push-extend byte (stream-octets stream))
+  byte)
+
+(defmethod sb-gray:stream-write-sequence ((stream octet-output-stream) sequence
+                                          &optional (start 0) end)
+  (loop for i from start below (or end (length sequence))
+        do (vector-push-extend (elt sequence i) (stream-octets stream)))
+  sequence)
+
+(defmethod sb-gray:stream-read-byte ((stream octet-input-stream))
+  (with-slots (octets position) stream
+    (if (< position (length octets))
+        (prog1 (aref octets position) (incf position))
+        :eof)))
+
+(defmethod sb-gray:stream-read-sequence ((stream octet-input-stream) sequence
+                                         &optional (start 0) end)
+  (with-slots (octets position) stream
+    (let* ((end (or end (length sequence)))
+           (count (min (- end start) (- (length octets) position))))
+      (replace sequence octets :start1 start :end1 (+ start count) :start2 position)
+      (incf position count)
+      (+ start count))))
+
+(test store-to-gray-streams
+  (let ((out (make-instance 'octet-output-stream)))
+    (is (eq out (binstore:store out *place-datum*)))
+    (is (equalp (binstore:store nil *place-datum*) (stream-octets out)))
+    (let ((in (make-instance 'octet-input-stream :octets (copy-seq (stream-octets out)))))
+      (check-same *place-datum* (binstore:restore in)))))
+
+;;; Raw memory
+
+(defun call-with-foreign-octets (size function)
+  "Call FUNCTION with a sap to SIZE freshly allocated bytes, freed afterwards."
+  (let ((alien (sb-alien:make-alien (sb-alien:unsigned 8) size)))
+    (unwind-protect (funcall function (sb-alien:alien-sap alien))
+      (sb-alien:free-alien alien))))
+
+(test store-to-sap
+  (call-with-foreign-octets
+   4096
+   (lambda (sap)
+     (let ((written (binstore:store-to-sap sap 4096 *place-datum*)))
+       (is (< 0 written 4096))
+       (is (= written (length (binstore:store nil *place-datum*))))
+       (check-same *place-datum* (binstore:restore-from-sap sap written))))))
+
+(test store-to-sap-out-of-space
+  (let ((data (list (make-string 1000 :initial-element #\y) *place-datum*)))
+    (call-with-foreign-octets
+     16
+     (lambda (small)
+       (signals binstore:out-of-space (binstore:store-to-sap small 16 data))
+       (call-with-foreign-octets
+        8192
+        (lambda (large)
+          (let ((written
+                  (handler-bind ((binstore:out-of-space
+                                   (lambda (condition)
+                                     (binstore:use-larger-space large 8192 condition))))
+                    (binstore:store-to-sap small 16 data))))
+            (is (< 16 written 8192))
+            (check-same data (binstore:restore-from-sap large written)))))))))
+
+;;; Output options
+
+(test separate-objects
+  (let* ((objects (list 1 "two" (vector 3) :four))
+         (bytes (binstore:store nil objects :as-separate-objects t)))
+    (check-same objects (multiple-value-list (binstore:restore bytes)))
+    (call-with-temporary-directory
+     (lambda (directory)
+       (let ((pathname (merge-pathnames "several.bst" directory)))
+         (binstore:store pathname objects :as-separate-objects t :output-end-marker t)
+         (check-same objects (multiple-value-list (binstore:restore pathname))))))))
+
+(test magic-number
+  (let ((bytes (binstore:store nil *place-datum* :output-magic-number t)))
+    (is (equalp (octet-vector #x25 #x42 #x53 #x54) (subseq bytes 0 4)))
+    (is (= binstore:+format-version+ (aref bytes 4)))
+    (check-same *place-datum* (binstore:restore bytes)))
+  (let ((bytes (let ((binstore:*output-magic-number* t))
+                 (binstore:store nil "x"))))
+    (is (equalp (octet-vector #x25 #x42 #x53 #x54) (subseq bytes 0 4))))
+  (is (/= #x25 (aref (binstore:store nil "x") 0))))
+
+(test end-marker
+  (let ((bytes (binstore:store nil *place-datum* :output-end-marker t)))
+    (is (= #x26 (aref bytes (1- (length bytes)))))
+    (check-same *place-datum* (binstore:restore bytes))
+    ;; Whatever follows the end marker is not read.
+    (let ((followed (concatenate '(vector (unsigned-byte 8)) bytes (octet-vector #xFF #x00 #x13 #x21))))
+      (check-same *place-datum* (binstore:restore followed))))
+  (let ((bytes (binstore:store nil "both" :output-magic-number t :output-end-marker t)))
+    (is (= #x26 (aref bytes (1- (length bytes)))))
+    (is (equal "both" (binstore:restore (concatenate '(vector (unsigned-byte 8)) bytes
+                                                     (octet-vector 1 2 3)))))))

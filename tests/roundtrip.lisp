@@ -1,0 +1,394 @@
+;;;; Every type family the contract lists survives STORE then RESTORE, with
+;;;; default settings unless a test says otherwise.
+
+(in-package #:binstore-tests)
+
+(def-suite roundtrip :in all
+  :description "Each type family, one test each, plus huge and deep data.")
+(in-suite roundtrip)
+
+(defun check-round-trip (data &rest store-options)
+  "Check DATA round-trips through an octet vector, alone and inside a vector."
+  (check-same data (apply #'round-trip data store-options))
+  (let ((wrapped (vector data)))
+    (check-same wrapped (apply #'round-trip wrapped store-options))))
+
+(defun check-each (values &rest store-options)
+  "Check each of VALUES on its own, then all of them in one list."
+  (dolist (value values)
+    (apply #'check-round-trip value store-options))
+  (apply #'check-round-trip (copy-list values) store-options))
+
+;;; Numbers
+
+(test integers
+  (check-each (list 0 1 -1 -16 -17 143 144 255 256 -256 -257 32767 -32768 32768
+                    (1- (expt 2 31)) (- (expt 2 31)) (expt 2 31)
+                    (1- (expt 2 63)) (- (expt 2 63)) (expt 2 63) (- -1 (expt 2 63))
+                    most-positive-fixnum most-negative-fixnum
+                    (1+ most-positive-fixnum) (1- most-negative-fixnum)
+                    (1- (expt 2 64)) (expt 2 64) (- (expt 2 64))
+                    (expt 7 300) (- (expt 3 1000)) (ash 1 10000))))
+
+(test ratios
+  (check-each (list 1/2 -1/2 1/3 22/7 (/ (expt 2 100) 3) (/ -5 (expt 3 90))
+                    (/ (1+ most-positive-fixnum) 7))))
+
+(defparameter *special-doubles*
+  (list 0d0 -0d0 1d0 -1d0 pi most-positive-double-float most-negative-double-float
+        least-positive-double-float least-negative-double-float
+        least-positive-normalized-double-float
+        sb-ext:double-float-positive-infinity sb-ext:double-float-negative-infinity
+        (sb-kernel:make-double-float #x7FF80000 0)
+        (sb-kernel:make-double-float -524288 0)
+        (sb-kernel:make-double-float #x7FF00000 1)
+        (sb-kernel:make-double-float #x7FF7FFFF #xFFFFFFFF)
+        (sb-kernel:make-double-float #x7FF80000 #x12345678)))
+
+(defparameter *special-singles*
+  (list 0f0 -0f0 1f0 -1f0 most-positive-single-float most-negative-single-float
+        least-positive-single-float least-negative-single-float
+        sb-ext:single-float-positive-infinity sb-ext:single-float-negative-infinity
+        (sb-kernel:make-single-float #x7FC00000)
+        (sb-kernel:make-single-float (- #xFFC00000 (expt 2 32)))
+        (sb-kernel:make-single-float #x7F800001)
+        (sb-kernel:make-single-float #x7FC12345)))
+
+(test floats
+  (check-each *special-doubles*)
+  (check-each *special-singles*))
+
+(test complexes
+  (check-each (list #c(1 2) #c(-1/2 3) (complex (expt 2 80) -1)
+                    #c(1f0 -2f0) (complex -0f0 sb-ext:single-float-positive-infinity)
+                    #c(1d0 2d0) (complex -0d0 (sb-kernel:make-double-float #x7FF80000 7)))))
+
+;;; Characters and strings
+
+(test every-character
+  (let ((all (make-array char-code-limit)))
+    (dotimes (code char-code-limit)
+      (setf (svref all code) (code-char code)))
+    (check-same all (round-trip all))
+    (let ((string (make-string char-code-limit)))
+      (dotimes (code char-code-limit)
+        (setf (char string code) (code-char code)))
+      (check-same string (round-trip string)))))
+
+(defun non-simple-string (contents element-type &key fill-pointer adjustable)
+  (make-array (length contents) :element-type element-type :initial-contents contents
+                                :fill-pointer fill-pointer :adjustable adjustable))
+
+(test strings
+  (check-each (list "" (coerce "" 'simple-base-string) (coerce "abc" 'simple-base-string)
+                    (make-string 3 :initial-element #\a :element-type 'character)
+                    "λx. ∀y ∃z" (string (code-char #xD800)) (string (code-char #x10FFFF))
+                    (coerce (list (code-char 0) (code-char #xDFFF) (code-char #x1F600)) 'string)
+                    (make-string 5000 :initial-element (code-char #x20AC))
+                    (non-simple-string "hello world" 'character :fill-pointer 5)
+                    (non-simple-string "hello world" 'base-char :fill-pointer 5)
+                    (non-simple-string "grow me" 'character :adjustable t)
+                    (non-simple-string "grow me" 'base-char :adjustable t :fill-pointer 0)
+                    (non-simple-string "ü" 'character :adjustable t :fill-pointer 1))))
+
+;;; Lists and vectors
+
+(test lists
+  (check-each (list nil t '(1) '(1 2 3) '(1 . 2) '(1 2 . 3) '(nil) '(nil nil . nil)
+                    '((a . b) (c d) ((e))) (list "x" (list 1.5d0 (list :k)) #(1)))))
+
+(test simple-vectors
+  (check-each (list #() #(1) (vector "a" 'b #\c 1.5 nil) (make-array 300 :initial-element 9)
+                    (vector (vector) (vector (vector 1))))))
+
+;;; Arrays of every element type
+
+(defun boundary-values (type)
+  "A few values of array element TYPE, including its extremes."
+  (cond ((eq type t) (list 1 "two" :three nil))
+        ((eq type 'bit) '(0 1 1 0))
+        ((eq type 'fixnum) (list most-negative-fixnum -1 0 most-positive-fixnum))
+        ((eq type 'single-float) *special-singles*)
+        ((eq type 'double-float) *special-doubles*)
+        ((eq type 'character) (list #\a (code-char 0) (code-char #xD800) (code-char #x10FFFF)))
+        ((eq type 'base-char) (list #\a (code-char 0) (code-char 127) #\Space))
+        ((equal type '(complex single-float))
+         (mapcar (lambda (x) (complex x -1f0)) *special-singles*))
+        ((equal type '(complex double-float))
+         (mapcar (lambda (x) (complex 2d0 x)) *special-doubles*))
+        ((eq (first type) 'unsigned-byte)
+         (list 0 1 (1- (expt 2 (second type))) (floor (expt 2 (second type)) 3)))
+        (t (let ((n (second type)))
+             (list (- (expt 2 (1- n))) -1 0 (1- (expt 2 (1- n))))))))
+
+(defun filled-array (type dimensions &rest options)
+  "An array of element TYPE and DIMENSIONS filled by cycling BOUNDARY-VALUES."
+  (let* ((array (apply #'make-array dimensions :element-type type options))
+         (values (boundary-values type)))
+    (dotimes (i (array-total-size array) array)
+      (setf (row-major-aref array i) (nth (mod i (length values)) values)))))
+
+(test specialized-vectors
+  (dolist (type *element-types*)
+    (check-round-trip (filled-array type (list (length (boundary-values type)))))
+    ;; Long enough that packed payloads span many bytes.
+    (check-round-trip (filled-array type '(67)))))
+
+(test multidimensional-arrays
+  (dolist (type *element-types*)
+    (check-round-trip (filled-array type '(2 3)))
+    (check-round-trip (filled-array type '(2 1 3 2)))))
+
+(test rank-zero-and-empty-arrays
+  (dolist (type *element-types*)
+    (check-round-trip (filled-array type '()))
+    (check-round-trip (filled-array type '(0)))
+    (check-round-trip (filled-array type '(0 3)))
+    (check-round-trip (filled-array type '(3 0)))
+    (check-round-trip (filled-array type '(2 0 2)))))
+
+(test fill-pointers-and-adjustable-arrays
+  (dolist (type *element-types*)
+    (check-round-trip (filled-array type '(6) :fill-pointer 2))
+    (check-round-trip (filled-array type '(6) :fill-pointer 0 :adjustable t))
+    (check-round-trip (filled-array type '(6) :fill-pointer 6 :adjustable t))
+    (check-round-trip (filled-array type '(5) :adjustable t))
+    (check-round-trip (filled-array type '(2 3) :adjustable t))
+    (check-round-trip (filled-array type '() :adjustable t))))
+
+(test displaced-arrays
+  (dolist (type *element-types*)
+    (let* ((target (filled-array type '(10)))
+           (window (make-array 4 :element-type type :displaced-to target
+                                 :displaced-index-offset 3))
+           (grid (make-array '(2 2) :element-type type :displaced-to target
+                                    :displaced-index-offset 6))
+           (restored (round-trip (list target window grid))))
+      (check-same (list target window grid) restored)
+      ;; The restored windows look into the restored target.
+      (destructuring-bind (target2 window2 grid2) restored
+        (is (eq target2 (array-displacement window2)))
+        (is (eq target2 (array-displacement grid2)))
+        (is (= 6 (nth-value 1 (array-displacement grid2)))))
+      ;; Alone, a displaced array still brings its target and offset along.
+      (check-round-trip window)))
+  (let* ((target (make-array 10 :initial-contents '(0 1 2 3 4 5 6 7 8 9)))
+         (middle (make-array 6 :displaced-to target :displaced-index-offset 2 :adjustable t))
+         (inner (make-array 3 :displaced-to middle :displaced-index-offset 1 :fill-pointer 2)))
+    (check-round-trip (list inner middle target))
+    (check-round-trip inner)))
+
+;;; Symbols and packages
+
+(test symbols-and-packages
+  (check-each (list nil t :keyword :|with space| :|| 'car 'binstore:store
+                    'cl-user::some-user-symbol 'check-same '|lower case| (make-symbol "FRESH")
+                    (make-symbol "") (find-package :common-lisp) (find-package :keyword)
+                    (find-package :binstore-tests)))
+  (let ((restored (round-trip (list :keyword 'car (find-package :cl-user)))))
+    (is (eq :keyword (first restored)))
+    (is (eq 'car (second restored)))
+    (is (eq (find-package :cl-user) (third restored)))))
+
+;;; Hash tables
+
+(test hash-table-tests
+  (let ((key (list 1 2)))
+    (check-round-trip (filled-table (list key 1 :a 2 3 "three") :test 'eq))
+    (check-round-trip (filled-table (list 1.5d0 1 (expt 2 70) 2 #\x 3 key 4) :test 'eql))
+    (check-round-trip (filled-table (list "a" 1 (list 1 "b") 2 #p"/x" 3 1 4) :test 'equal))
+    (check-round-trip (filled-table (list "A" 1 #(1 2) 2 3 (list 3) (list "x" 1.0) 4) :test 'equalp))))
+
+(test hash-table-parameters
+  (check-round-trip (filled-table '(1 2) :size 1000 :rehash-size 3.0 :rehash-threshold 0.5))
+  (check-round-trip (filled-table '(1 2) :size 1 :rehash-size 17 :rehash-threshold 1.0))
+  (check-round-trip (filled-table '() :test 'equal :size 50))
+  (dolist (weakness '(:key :value :key-and-value :key-or-value))
+    ;; Fixnum keys and values: nothing for the collector to take away.
+    (check-round-trip (filled-table '(1 10 2 20 3 30) :test 'eql :weakness weakness)))
+  (check-round-trip (filled-table '(1 10 "k" 20) :test 'equal :synchronized t))
+  (check-round-trip (filled-table '(1 10) :weakness :value :synchronized t)))
+
+(defun case-insensitive-equal (a b)
+  (string-equal a b))
+
+(defun case-insensitive-hash (string)
+  (sxhash (string-downcase string)))
+
+(sb-ext:define-hash-table-test case-insensitive-equal case-insensitive-hash)
+
+(test custom-hash-table-test
+  (let* ((table (filled-table '("Alpha" 1 "beta" 2) :test 'case-insensitive-equal))
+         (restored (round-trip table)))
+    (check-same table restored)
+    (is (eq 'case-insensitive-equal (hash-table-test restored)))
+    (is (eql 1 (gethash "ALPHA" restored)))
+    (setf (gethash "BETA" restored) 3)
+    (is (= 2 (hash-table-count restored)))))
+
+;;; Pathnames
+
+(setf (logical-pathname-translations "BINSTORE-TEST")
+      '(("**;*.*.*" "/tmp/binstore-test/**/*.*")))
+
+(test pathnames
+  (check-each (list #p"/tmp/*.lisp" #p"/tmp/foo.lisp" #p"foo" #p"" #p"/" #p"../up/file.txt"
+                    #p"/tmp/**/x.*" #p"~/notes.txt" #p"/with space/ü.txt"
+                    (make-pathname :directory '(:absolute "a" :wild-inferiors) :name :wild
+                                   :type :wild :version :wild)
+                    (make-pathname :directory '(:relative :up :up "b") :name "n" :version :newest)
+                    (make-pathname :name "no-type"))))
+
+(test logical-pathnames
+  (check-each (list (logical-pathname "BINSTORE-TEST:SRC;CODE.LISP")
+                    (logical-pathname "BINSTORE-TEST:SRC;DEEP;*.LISP.3")
+                    (logical-pathname "BINSTORE-TEST:**;*.*.*"))))
+
+;;; Structures, standard objects, conditions
+
+(test structures
+  (check-each (list (make-gen-point :x 1 :y "two")
+                    (make-gen-point3 :x (list 1) :y nil :z #(3))
+                    (make-gen-raw)
+                    (make-gen-raw :d -0d0 :f (sb-kernel:make-single-float #x7FC12345)
+                                  :w (1- (expt 2 64)) :s (- (expt 2 63))
+                                  :c (complex sb-ext:double-float-negative-infinity -0d0)
+                                  :tag :tagged)
+                    (make-gen-raw :d (sb-kernel:make-double-float #x7FF00000 1)))))
+
+(test standard-objects-with-unbound-slots
+  (let ((empty (make-instance 'gen-node))
+        (partial (make-instance 'gen-node :left 1 :label "partial"))
+        (sparse (make-instance 'gen-sparse :present :here)))
+    (check-each (list empty partial sparse))
+    (let ((restored (round-trip partial)))
+      (is (not (slot-boundp restored 'right)))
+      (is (equal "partial" (gen-node-label restored))))))
+
+(test class-slots
+  (let ((object (make-instance 'gen-sparse :present 1))
+        (saved (gen-sparse-shared (make-instance 'gen-sparse))))
+    (unwind-protect
+         (progn
+           ;; Without *store-class-slots*, restoring leaves the class slot alone.
+           (setf (gen-sparse-shared object) :before)
+           (let ((bytes (binstore:store nil object)))
+             (setf (gen-sparse-shared object) :after)
+             (check-same object (binstore:restore bytes))
+             (is (eq :after (gen-sparse-shared object))))
+           ;; With it, restoring sets the class slot to the stored value.
+           (setf (gen-sparse-shared object) (list :stored))
+           (let ((bytes (binstore:store nil object :store-class-slots t)))
+             (setf (gen-sparse-shared object) :after)
+             (let ((restored (binstore:restore bytes)))
+               (check-same object restored)
+               (is (equal '(:stored) (gen-sparse-shared restored)))))
+           (setf (gen-sparse-shared object) (list :special))
+           (let ((bytes (let ((binstore:*store-class-slots* t))
+                          (binstore:store nil object))))
+             (setf (gen-sparse-shared object) :after)
+             (binstore:restore bytes)
+             (is (equal '(:special) (gen-sparse-shared object)))))
+      (setf (gen-sparse-shared object) saved))))
+
+(test conditions
+  ;; PARTIAL has an unbound slot: restoring it must leave the slot unbound
+  ;; without calling SLOT-MAKUNBOUND, which SBCL refuses on conditions.
+  (let ((full (make-condition 'gen-condition :detail (list 1 "x") :extra 2))
+        (partial (make-condition 'gen-condition :detail :only))
+        (simple (make-condition 'simple-error :format-control "~a went wrong"
+                                              :format-arguments (list "it"))))
+    (check-each (list full partial simple))
+    (let ((restored (round-trip partial)))
+      (is (typep restored 'gen-condition))
+      (is (eq :only (gen-condition-detail restored)))
+      (is (not (slot-boundp restored 'extra))))
+    (is (string= "it went wrong" (princ-to-string (round-trip simple))))))
+
+;;; Size and depth: no deep recursion on either side
+
+(test million-element-list
+  (let ((list (loop for i below 1000000 collect (if (zerop (mod i 1000)) (list i) i))))
+    (check-same list (round-trip list))
+    (check-same list (round-trip list :support-shared-list-structures t) :conses t)))
+
+(test deeply-nested-list
+  (let ((nested (list :bottom)))
+    (dotimes (i 100000)
+      (setf nested (list nested i)))
+    (check-same nested (round-trip nested))
+    (check-same nested (round-trip nested :support-shared-list-structures t) :conses t)
+    (check-same nested (round-trip nested :track-references nil) :identity nil)))
+
+(test deeply-nested-vector
+  (let ((nested (vector :bottom)))
+    (dotimes (i 100000)
+      (setf nested (vector nested)))
+    (check-same nested (round-trip nested))))
+
+(defun boundary-objects ()
+  "Objects whose parts are containers too: placed where the writer starts
+deferring, their parts land on the far side of the boundary."
+  (list #p"/tmp/a/b.lisp" (logical-pathname "BINSTORE-TEST:SRC;CODE.LISP")
+        1/3 (complex 1/2 3) (expt 2 100) (make-symbol "U") (find-package :cl)
+        (make-gen-point :x (list 1 2)) (make-gen-raw :tag (vector 1))
+        (make-instance 'gen-node :left (list 1))
+        (make-condition 'gen-condition :detail (list 1) :extra 2)
+        (filled-table (list (list 1) (list 2) "k" (vector 3)) :test 'equal)
+        (filled-table (list (vector 1) 1 (list "a") 2) :test 'equalp)
+        (filled-table (list (list 1) (list 2)) :test 'eq)
+        (let ((target (make-array 10 :initial-element (list 1))))
+          (make-array 3 :displaced-to target :displaced-index-offset 2))
+        (make-array 5 :fill-pointer 2 :initial-element (list 1))
+        (make-array '(2 2) :initial-element (list 1))
+        (list 1 (list 2 (list 3))) (list* 1 2 3)))
+
+(test contents-at-the-deferral-depth
+  ;; The writer defers the contents of containers nested deeper than 1000
+  ;; levels (+max-physical-depth+); put each object just above, at and just
+  ;; below that depth.
+  (dolist (wrap (list #'vector #'list))
+    (dolist (object (boundary-objects))
+      (loop for depth from 997 to 1002
+            do (let ((nested object))
+                 (dotimes (i depth)
+                   (setf nested (funcall wrap nested)))
+                 ;; An error fails this case only, so it does not hide the others.
+                 (let ((restored (handler-case (round-trip nested)
+                                   (error (condition)
+                                     (fail "~a at depth ~d: ~a" (brief object) depth
+                                           (bounded-report condition))
+                                     nested))))
+                   (unless (eq restored nested)
+                     (check-same nested restored))))))))
+
+;;; Unstorable objects
+
+(defun unstorable-condition (data)
+  "The UNSTORABLE-OBJECT condition that storing DATA signals, or NIL."
+  (handler-case (progn (binstore:store nil data) nil)
+    (binstore:unstorable-object (condition) condition)))
+
+(test unstorable-objects
+  (let ((stream (make-string-output-stream)))
+    (dolist (object (list #'car (lambda (x) x) stream (sb-sys:int-sap 4096)))
+      (signals binstore:unstorable-object (binstore:store nil object))
+      (let ((condition (unstorable-condition (list 1 object))))
+        (is (typep condition 'binstore:store-error))
+        (is (eq object (and condition (binstore:unstorable-object-object condition))))))))
+
+(test unstorable-object-path
+  (let ((condition (unstorable-condition (list 1 (vector 2 #'car)))))
+    (is (not (null condition)))
+    (when condition
+      (let ((path (binstore:unstorable-object-path condition)))
+        (is (eq #'car (binstore:unstorable-object-object condition)))
+        ;; The innermost step is the vector index.
+        (is (equal '(:elt 1) (car (last path))) "path ~s" path))))
+  (let* ((table (filled-table (list :k (list #'cdr)) :test 'eq))
+         (condition (unstorable-condition (make-gen-point :x table))))
+    (is (not (null condition)))
+    (when condition
+      (let ((path (binstore:unstorable-object-path condition)))
+        (is (equal '(:slot x) (first path)) "path ~s" path)
+        (is (member '(:value :k) path :test #'equal) "path ~s" path)))))
