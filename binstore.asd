@@ -25,7 +25,8 @@
    (:module "state"
     :pathname "src/core"
     :depends-on ("io")
-    :components ((:file "store-state")
+    :components ((:file "identity-table")
+                 (:file "store-state" :depends-on ("identity-table"))
                  (:file "restore-state")))
    (:module "codecs"
     :pathname "src/codecs"
@@ -42,8 +43,7 @@
    (:module "engine"
     :pathname "src/core"
     :depends-on ("codecs")
-    :components ((:file "references")
-                 (:file "encoder" :depends-on ("references"))
+    :components ((:file "encoder")
                  (:file "decoder")))
    (:module "api"
     :pathname "src"

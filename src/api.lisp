@@ -21,9 +21,15 @@ to OB."
       (write-u8 ob +tag-header+)
       (loop for octet across +header-octets+ do (write-u8 ob octet))
       (write-varint ob +format-version+))
-    (when track-references
-      (dolist (object objects)
-        (count-references ss object)))
+    ;; Without a tracking tag a stream tracks objects but not conses: the
+    ;; default costs no byte.
+    (let ((flags (cond ((not track-references) 0)
+                       (support-shared-list-structures
+                        (logior +track-objects+ +track-conses+))
+                       (t +track-objects+))))
+      (unless (= flags +track-objects+)
+        (write-u8 ob +tag-tracking+)
+        (write-u8 ob flags)))
     (dolist (object objects)
       (write-top-level-object ss object))
     (when output-end-marker

@@ -62,13 +62,18 @@ every type tag to its name (for the inspector and error messages)."
   (+tag-class-descriptor+ #x1E)     ; kind, class name, n, slot names
   (+tag-unbound-slot+ #x1F)         ; marks an unbound slot value
   ;; References and structure of the stream
-  (+tag-def+ #x20)                  ; the next object gets the next id
-  (+tag-ref+ #x21)                  ; varint id: the object with that id
-  (+tag-later+ #x22)                ; a container header whose contents come later
-  (+tag-fill+ #x23)                 ; varint id, the contents of that container
-  (+tag-id-count+ #x24)             ; varint: how many ids the stream defines
-  (+tag-header+ #x25)               ; "BST", varint format version
-  (+tag-end+ #x26))                 ; end marker
+  (+tag-ref+ #x20)                  ; varint id: the object with that id
+  (+tag-later+ #x21)                ; a container header whose contents come later
+  (+tag-fill+ #x22)                 ; varint id, the contents of that container
+  (+tag-tracking+ #x23)             ; 1 byte: which objects get ids (see below)
+  (+tag-header+ #x24)               ; "BST", varint format version
+  (+tag-end+ #x25))                 ; end marker
+
+;;; Tracking flags, the byte after +tag-tracking+.  Whatever they say,
+;;; symbols, packages, class descriptors and LATER containers get ids.  A
+;;; stream without the tag tracks objects but not conses.
+(defconstant +track-objects+ 1)     ; every heap object but conses gets an id
+(defconstant +track-conses+ 2)      ; every cons gets an id too
 
 (defconstant +first-small-ref-tag+ #x40)
 (defconstant +small-ref-count+ 32)

@@ -40,7 +40,7 @@
     ((1 2 . 3) (#x03 #x02 #x71 #x72 #x73))
     (,(coerce "hi" 'simple-base-string) (#x12 #x02 #x68 #x69))
     (,(coerce "aα" '(simple-array character (*))) (#x13 #x02 #x61 #xCE #xB1))
-    (:foo (#x20 #x18 #x03 #x46 #x4F #x4F))
+    (:foo (#x18 #x03 #x46 #x4F #x4F))
     (#(1 #(2)) (#x14 #x02 #x71 #x14 #x01 #x72))
     (,(make-array 10 :element-type 'bit :initial-element 1) (#x15 #x01 #x0A #xFF #x03))
     (,(make-array 2 :element-type '(signed-byte 16) :initial-element -2)
@@ -58,15 +58,24 @@
            (is (equalp value (binstore:restore (apply #'octets bytes))))))
 
 (test golden-shared-string
-  "Two references to one string: DEF before the first, a small reference after."
+  "Two references to one string: the string takes id 0 when written, the
+second occurrence is a one-byte reference.  Without tracking it is written
+twice, after the tracking tag that says so."
   (let ((s (coerce "ab" 'simple-base-string)))
-    (is (equal '(#x02 #x02 #x20 #x12 #x02 #x61 #x62 #x40)
+    (is (equal '(#x02 #x02 #x12 #x02 #x61 #x62 #x40)
                (stored-octets (list s s))))
-    (is (equal '(#x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
+    (is (equal '(#x23 #x00 #x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
                (stored-octets (list s s) :track-references nil)))))
 
+(test golden-shared-conses
+  "With shared list structures a circular list's cdr refers to its first cons."
+  (let ((l (list 1 2)))
+    (setf (cddr l) l)
+    (is (equal '(#x23 #x03 #x03 #x02 #x71 #x72 #x40)
+               (stored-octets l :support-shared-list-structures t)))))
+
 (test golden-header-and-end
-  (is (equal '(#x25 #x42 #x53 #x54 #x01 #x70 #x26)
+  (is (equal '(#x24 #x42 #x53 #x54 #x01 #x70 #x25)
              (stored-octets 0 :output-magic-number t :output-end-marker t))))
 
 (test golden-deferred-contents
@@ -76,4 +85,4 @@ filled after the top-level object."
     (dotimes (i 1001) (setf deep (list deep)))
     (let ((bytes (stored-octets deep)))
       (is (= (+ (* 2 1000) 3 2 1) (length bytes)))
-      (is (equal '(#x22 #x02 #x01 #x23 #x00 #x00) (last bytes 6))))))
+      (is (equal '(#x21 #x02 #x01 #x22 #x00 #x00) (last bytes 6))))))

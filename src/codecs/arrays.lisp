@@ -144,7 +144,7 @@
   (write-varint ob (length v))
   (write-payload ob v code (length v)))
 
-(defun read-specialized-vector (rs id)
+(defun read-specialized-vector (rs)
   (let* ((ib (rs-ibuf rs))
          (code (read-element-type-code rs))
          (n (read-varint ib)))
@@ -158,7 +158,7 @@
     (let ((v (make-array n :element-type (element-type-of-code code))))
       (unless (= code +element-type-nil+)
         (read-payload rs v code n))
-      (register rs id v))))
+      (register rs v))))
 
 ;;; Every other array -------------------------------------------------------
 

@@ -86,17 +86,37 @@
                             "a hash table test defined in this image")))
        count))))
 
-(defun fill-hash-table (rs h count)
+(defun insert-pairs (rs h pairs)
+  "Add PAIRS, a list (key value key value ...), to H.  A custom test runs
+user code, which may reject a key it never expected."
   (if (find (hash-table-test h) +hash-table-tests+)
+      (loop for (key value) on pairs by #'cddr
+            do (setf (gethash key h) value))
+      (loop for (key value) on pairs by #'cddr
+            do (handler-case (setf (gethash key h) value)
+                 (error (e)
+                   (restore-invalid rs (format nil "the table's test ~s rejects key ~s: ~a"
+                                               (hash-table-test h) key e)
+                                    "a key the hash table test accepts"))))))
+
+(defun fill-hash-table (rs h count)
+  "Read COUNT pairs into H.  EQ and EQL tables hash on identity and take the
+pairs at once.  Other tests hash on contents: if some container of this
+record still awaits its FILL, a key may be incomplete, so the pairs are
+inserted only when the record is complete (INSERT-POSTPONED-PAIRS)."
+  (if (member (hash-table-test h) '(eq eql))
       (dotimes (i count h)
         (let ((key (read-object rs)))
           (setf (gethash key h) (read-object rs))))
-      ;; A custom test runs user code, which may reject a key it never expected.
-      (dotimes (i count h)
-        (let* ((key (read-object rs))
-               (value (read-object rs)))
-          (handler-case (setf (gethash key h) value)
-            (error (e)
-              (restore-invalid rs (format nil "the table's test ~s rejects key ~s: ~a"
-                                          (hash-table-test h) key e)
-                               "a key the hash table test accepts")))))))
+      (let ((pairs (loop repeat (* 2 count) collect (read-object rs))))
+        (if (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
+            (push (cons h pairs) (rs-postponed rs))
+            (insert-pairs rs h pairs))
+        h)))
+
+(defun insert-postponed-pairs (rs)
+  "Insert the pairs postponed while the record had unfilled containers; the
+most recently read tables first, since they may be keys of earlier ones."
+  (loop for (h . pairs) in (rs-postponed rs)
+        do (insert-pairs rs h pairs))
+  (setf (rs-postponed rs) '()))

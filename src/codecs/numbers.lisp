@@ -61,14 +61,14 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
     (multiple-value-bind (words rest) (floor nbytes 8)
       (build words rest))))
 
-(defun read-bignum (rs id)
+(defun read-bignum (rs)
   (let* ((ib (rs-ibuf rs))
          (v (read-varint ib))
          (nbytes (ash v -1)))
     (check-count ib nbytes 1 "a bignum")
     (charge rs (+ 16 nbytes))
     (let ((magnitude (octets->integer ib nbytes)))
-      (register rs id (if (logbitp 0 v) (- magnitude) magnitude)))))
+      (register rs (if (logbitp 0 v) (- magnitude) magnitude)))))
 
 ;;; Floats -----------------------------------------------------------
 ;;; Written as their IEEE 754 bits through sap-ref, so -0.0, infinities and
@@ -87,10 +87,9 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
 ;;; most one level.
 
 (defun write-ratio (ss x)
-  (let ((ob (ss-obuf ss)))
-    (write-u8 ob +tag-ratio+)
-    (write-integer ob (numerator x))
-    (write-integer ob (denominator x))))
+  (write-u8 (ss-obuf ss) +tag-ratio+)
+  (write-object ss (numerator x))
+  (write-object ss (denominator x)))
 
 (defun read-integer-part (rs what)
   (let ((n (read-object rs)))
@@ -99,12 +98,12 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
                        "an integer"))
     n))
 
-(defun read-ratio (rs id)
+(defun read-ratio (rs)
   (let* ((num (read-integer-part rs "a ratio's numerator"))
          (den (read-integer-part rs "a ratio's denominator")))
     (unless (> den 1)
       (restore-invalid rs (format nil "ratio denominator ~d" den) "a denominator above 1"))
-    (register rs id (/ num den))))
+    (register rs (/ num den))))
 
 (defun write-complex (ss x)
   (let ((ob (ss-obuf ss)))
@@ -122,7 +121,7 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
        (write-object ss (realpart x))
        (write-object ss (imagpart x))))))
 
-(defun read-complex-rational (rs id)
+(defun read-complex-rational (rs)
   (flet ((part (what)
            (let ((x (read-object rs)))
              (unless (rationalp x)
@@ -133,14 +132,14 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
       (when (zerop im)
         (restore-invalid rs "a rational complex with a zero imaginary part"
                          "a non-zero imaginary part"))
-      (register rs id (complex re im)))))
+      (register rs (complex re im)))))
 
-(defun read-complex-single (rs id)
+(defun read-complex-single (rs)
   (let* ((ib (rs-ibuf rs))
          (re (read-single ib)))
-    (register rs id (complex re (read-single ib)))))
+    (register rs (complex re (read-single ib)))))
 
-(defun read-complex-double (rs id)
+(defun read-complex-double (rs)
   (let* ((ib (rs-ibuf rs))
          (re (read-double ib)))
-    (register rs id (complex re (read-double ib)))))
+    (register rs (complex re (read-double ib)))))

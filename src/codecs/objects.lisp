@@ -2,8 +2,8 @@
 ;;;;
 ;;;;   CLASS-DESCRIPTOR kind class-name n slot-name1 .. slot-namen
 ;;;;   INSTANCE descriptor value1 .. valuen
-;;;; A descriptor is written once per class and store (always DEF'd), then
-;;;; referenced.  An unbound slot's value is the UNBOUND-SLOT tag.  The header
+;;;; A descriptor is written once per class and store (it always gets an id),
+;;;; then referenced.  An unbound slot's value is the UNBOUND-SLOT tag.  The header
 ;;;; of an instance is its tag and descriptor; the values are its contents.
 ;;;;
 ;;;; On restore a descriptor is resolved once against the classes of the
@@ -42,14 +42,15 @@
                          (stored-slots class kind (ss-store-class-slots ss)))))))))
 
 (defun write-class-descriptor (ss d)
-  (when (eq (note-reference ss d t) :def)
+  (unless (written-before-p ss d)
     (let ((ob (ss-obuf ss)))
       (write-u8 ob +tag-class-descriptor+)
       (write-u8 ob (class-descriptor-kind d))
       (write-object ss (class-name (class-descriptor-class d)))
       (write-varint ob (length (class-descriptor-slot-names d)))
       (dolist (name (class-descriptor-slot-names d))
-        (write-object ss name)))))
+        (write-object ss name)))
+    (remember ss d)))
 
 (defun write-instance-header (ss object)
   "Tag and descriptor; returns the descriptor for the contents."
@@ -104,7 +105,7 @@ when the caller chose to discard it."
                            (list (read *query-io*)))
             (find-or-ask-slot rs class other))))))
 
-(defun read-class-descriptor (rs id)
+(defun read-class-descriptor (rs)
   (let* ((ib (rs-ibuf rs))
          (kind (read-u8 ib))
          (name (read-object rs))
@@ -123,7 +124,7 @@ when the caller chose to discard it."
                          "a class of the same kind"))
       (unless (sb-mop:class-finalized-p class)
         (sb-mop:finalize-inheritance class))
-      (register rs id
+      (register-always rs
                 (make-restore-descriptor
                  class
                  (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))

@@ -18,6 +18,14 @@ of strings and keywords."
            (every (lambda (e) (or (stringp e) (keywordp e))) x))))
 
 (defun write-pathname (ss p)
+  ;; The reader builds the pathname from complete components, so a directory
+  ;; list must not be deferred, however deep the pathname sits.
+  (let ((saved (ss-no-defer ss)))
+    (setf (ss-no-defer ss) t)
+    (unwind-protect (write-pathname-parts ss p)
+      (setf (ss-no-defer ss) saved))))
+
+(defun write-pathname-parts (ss p)
   (let ((ob (ss-obuf ss))
         (parts (list (pathname-device p) (pathname-directory p) (pathname-name p)
                      (pathname-type p) (pathname-version p))))
@@ -33,7 +41,7 @@ of strings and keywords."
            (write-u8 ob +pathname-physical+)
            (dolist (x parts) (write-object ss x))))))
 
-(defun read-pathname (rs id)
+(defun read-pathname (rs)
   (let ((kind (read-u8 (rs-ibuf rs))))
     (flet ((component ()
              (let ((x (read-object rs)))
@@ -47,7 +55,7 @@ of strings and keywords."
                  (restore-invalid rs (format nil "cannot make the pathname: ~a" e)
                                   "valid pathname components")))))
       (register
-       rs id
+       rs
        (case kind
          (#.+pathname-physical+
           (let* ((device (component)) (directory (component)) (name (component))

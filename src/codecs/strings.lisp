@@ -116,11 +116,11 @@
                  (+ offset (- bad start)))))
     string))
 
-(defun read-simple-base-string (rs id)
+(defun read-simple-base-string (rs)
   (let* ((ib (rs-ibuf rs))
          (n (check-count ib (read-varint ib) 1 "a base string")))
     (charge rs n)
-    (register rs id (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n))))
+    (register rs (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n))))
 
-(defun read-character-string (rs id)
-  (register rs id (read-string-payload rs)))
+(defun read-character-string (rs)
+  (register rs (read-string-payload rs)))

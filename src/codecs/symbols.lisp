@@ -2,9 +2,9 @@
 ;;;;
 ;;;;   KEYWORD name        SYMBOL package name        UNINTERNED-SYMBOL name
 ;;;;   PACKAGE name
-;;;; Each symbol and package is written once per store and referenced after
-;;;; (the writer always DEFs them), which keeps uninterned symbols' identity
-;;;; and makes repeated symbols one or two bytes.
+;;;; Each symbol and package gets an id in every mode, so it is written once
+;;;; per store and referenced after: uninterned symbols keep their identity
+;;;; and repeated symbols cost one or two bytes.
 ;;;;
 ;;;; Restoring never creates a package silently: a missing one signals
 ;;;; MISSING-PACKAGE.  With *intern-symbols* nil it never interns either: a
@@ -12,10 +12,13 @@
 
 (in-package #:binstore)
 
-(declaim (ftype function note-reference))
+(defun write-symbol (ss symbol)
+  "Write SYMBOL (not NIL or T): a reference when it was written before."
+  (unless (written-before-p ss symbol)
+    (write-symbol-body ss symbol)
+    (remember ss symbol)))
 
 (defun write-symbol-body (ss symbol)
-  "Write SYMBOL (not NIL or T) after its DEF."
   (let ((ob (ss-obuf ss))
         (package (symbol-package symbol)))
     (cond ((null package)
@@ -28,10 +31,11 @@
     (write-string-payload ob (symbol-name symbol))))
 
 (defun write-package-object (ss package)
-  (when (eq (note-reference ss package t) :def)
+  (unless (written-before-p ss package)
     (let ((ob (ss-obuf ss)))
       (write-u8 ob +tag-package+)
-      (write-string-payload ob (package-name package)))))
+      (write-string-payload ob (package-name package)))
+    (remember ss package)))
 
 ;;; Decoding -----------------------------------------------------------
 
@@ -57,9 +61,9 @@ a package, or NIL meaning 'make the symbols uninterned'."
           :report "Restore its symbols as uninterned symbols."
           nil))))
 
-(defun read-package (rs id)
+(defun read-package (rs)
   (let ((name (read-string-payload rs)))
-    (register rs id (find-or-ask-package rs name))))
+    (register-always rs (find-or-ask-package rs name))))
 
 (defun find-or-intern (rs name package)
   "The symbol NAME in PACKAGE, interning it only when allowed."
@@ -80,19 +84,19 @@ a package, or NIL meaning 'make the symbols uninterned'."
                  :report "Restore it as an uninterned symbol."
                  (make-symbol name)))))))
 
-(defun read-keyword (rs id)
+(defun read-keyword (rs)
   (let ((name (read-string-payload rs)))
-    (register rs id (find-or-intern rs name #.(find-package "KEYWORD")))))
+    (register-always rs (find-or-intern rs name #.(find-package "KEYWORD")))))
 
-(defun read-symbol (rs id)
+(defun read-symbol (rs)
   (let ((package (read-object rs)))
     (unless (or (packagep package) (null package))
       (restore-invalid rs (format nil "a symbol's package is a ~s" (type-of package))
                        "a package"))
     (let ((name (read-string-payload rs)))
-      (register rs id (if package
+      (register-always rs (if package
                           (find-or-intern rs name package)
                           (make-symbol name))))))
 
-(defun read-uninterned-symbol (rs id)
-  (register rs id (make-symbol (read-string-payload rs))))
+(defun read-uninterned-symbol (rs)
+  (register-always rs (make-symbol (read-string-payload rs))))

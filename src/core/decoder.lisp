@@ -11,62 +11,51 @@
     (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
           ((>= tag +first-small-ref-tag+)
            (object-by-id rs (- tag +first-small-ref-tag+)))
-          (t (read-tagged rs tag nil)))))
+          (t (read-tagged rs tag)))))
 
-(defun read-tagged (rs tag id)
-  "Read the object whose TAG (a type tag) was just consumed, registering it
-under ID unless ID is NIL."
+(defun read-tagged (rs tag)
+  "Read the object whose TAG (a type tag) was just consumed."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
   (let ((ib (rs-ibuf rs)))
     (case tag
-      (#.+tag-nil+ (register rs id nil))
-      (#.+tag-t+ (register rs id t))
+      (#.+tag-nil+ nil)
+      (#.+tag-t+ t)
       ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-simple-vector+
         #.+tag-array+ #.+tag-hash-table+ #.+tag-instance+)
-       (read-container rs tag id))
-      (#.+tag-uint8+ (register rs id (read-u8 ib)))
-      (#.+tag-negint8+ (register rs id (- -1 (read-u8 ib))))
-      (#.+tag-int16+ (register rs id (read-s16 ib)))
-      (#.+tag-int32+ (register rs id (read-s32 ib)))
-      (#.+tag-int64+ (register rs id (read-s64 ib)))
-      (#.+tag-bignum+ (read-bignum rs id))
-      (#.+tag-ratio+ (read-ratio rs id))
-      (#.+tag-single-float+ (register rs id (read-single ib)))
-      (#.+tag-double-float+ (register rs id (read-double ib)))
-      (#.+tag-complex-single+ (read-complex-single rs id))
-      (#.+tag-complex-double+ (read-complex-double rs id))
-      (#.+tag-complex-rational+ (read-complex-rational rs id))
-      (#.+tag-character+ (register rs id (read-character rs)))
-      (#.+tag-base-string+ (read-simple-base-string rs id))
-      (#.+tag-string+ (read-character-string rs id))
-      (#.+tag-specialized-vector+ (read-specialized-vector rs id))
-      (#.+tag-symbol+ (read-symbol rs id))
-      (#.+tag-keyword+ (read-keyword rs id))
-      (#.+tag-uninterned-symbol+ (read-uninterned-symbol rs id))
-      (#.+tag-package+ (read-package rs id))
-      (#.+tag-pathname+ (read-pathname rs id))
-      (#.+tag-class-descriptor+ (read-class-descriptor rs id))
-      (#.+tag-def+
-       (when id
-         (restore-invalid rs "two DEF tags in a row" "an object"))
-       (let ((next (read-u8 ib)))
-         (unless (< next +first-small-ref-tag+)
-           (restore-invalid rs "DEF before an immediate or a reference" "an object tag"))
-         (read-tagged rs next (new-restore-id rs))))
-      (#.+tag-ref+
-       (when id
-         (restore-invalid rs "DEF before a reference" "an object tag"))
-       (let ((ref (read-varint ib)))
-         (object-by-id rs (if (< ref (rs-next-id rs)) ref (rs-next-id rs)))))
-      (#.+tag-later+
-       (when id
-         (restore-invalid rs "DEF before LATER" "an object tag"))
-       (read-later rs))
+       (read-container rs tag))
+      (#.+tag-uint8+ (read-u8 ib))
+      (#.+tag-negint8+ (- -1 (read-u8 ib)))
+      (#.+tag-int16+ (read-s16 ib))
+      (#.+tag-int32+ (read-s32 ib))
+      (#.+tag-int64+ (read-s64 ib))
+      (#.+tag-bignum+ (read-bignum rs))
+      (#.+tag-ratio+ (read-ratio rs))
+      (#.+tag-single-float+ (read-single ib))
+      (#.+tag-double-float+ (register rs (read-double ib)))
+      (#.+tag-complex-single+ (read-complex-single rs))
+      (#.+tag-complex-double+ (read-complex-double rs))
+      (#.+tag-complex-rational+ (read-complex-rational rs))
+      (#.+tag-character+ (read-character rs))
+      (#.+tag-base-string+ (read-simple-base-string rs))
+      (#.+tag-string+ (read-character-string rs))
+      (#.+tag-specialized-vector+ (read-specialized-vector rs))
+      (#.+tag-symbol+ (read-symbol rs))
+      (#.+tag-keyword+ (read-keyword rs))
+      (#.+tag-uninterned-symbol+ (read-uninterned-symbol rs))
+      (#.+tag-package+ (read-package rs))
+      (#.+tag-pathname+ (read-pathname rs))
+      (#.+tag-class-descriptor+ (read-class-descriptor rs))
+      (#.+tag-ref+ (object-by-id rs (read-varint ib)))
+      (#.+tag-later+ (read-later rs))
       (t (invalid ib (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
                              tag (and (< tag 64) (svref +tag-names+ tag)))
                   "an object tag" (1- (ibuf-offset ib)))))))
 
 ;;; Containers ---------------------------------------------------------------
+
+(declaim (inline list-tag-p))
+(defun list-tag-p (tag)
+  (or (= tag +tag-list+) (= tag +tag-dotted-list+) (= tag +tag-cons+)))
 
 (defun read-container-header (rs tag)
   "Read the header of the container announced by TAG; return the new
@@ -89,9 +78,11 @@ container and the information FILL-CONTAINER needs."
     (#.+tag-instance+ (fill-instance rs object info)))
   object)
 
-(defun read-container (rs tag id)
+(defun read-container (rs tag)
   (multiple-value-bind (object info) (read-container-header rs tag)
-    (register rs id object)
+    ;; a run of conses took its ids in READ-LIST-HEADER
+    (unless (list-tag-p tag)
+      (register rs object))
     (incf (rs-depth rs))
     (check-restore-depth rs)
     (fill-container rs tag object info)
@@ -99,14 +90,17 @@ container and the information FILL-CONTAINER needs."
     object))
 
 (defun read-later (rs)
-  "LATER: a container header whose contents come in a FILL record."
+  "LATER: a container header whose contents come in a FILL record.  The
+container always has an id, which the FILL names."
   (let ((tag (read-u8 (rs-ibuf rs))))
     (unless (member tag (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-simple-vector+
                               +tag-array+ +tag-hash-table+ +tag-instance+))
       (restore-invalid rs (format nil "LATER before tag #x~2,'0x" tag) "a container tag"))
-    (let ((id (new-restore-id rs)))
-      (multiple-value-bind (object info) (read-container-header rs tag)
-        (register rs id object)
+    (multiple-value-bind (object info) (read-container-header rs tag)
+      (let ((id (if (and (list-tag-p tag) (rs-track-conses rs))
+                    (- (rs-next-id rs) (length object)) ; the run's first cons
+                    (progn (register-always rs object)
+                           (1- (rs-next-id rs))))))
         (unless (rs-pending rs)
           (setf (rs-pending rs) (make-hash-table)))
         (setf (gethash id (rs-pending rs))
@@ -153,9 +147,13 @@ container and the information FILL-CONTAINER needs."
     (when (= (peek-u8 ib) +tag-header+)
       (read-u8 ib)
       (read-header rs))
-    (when (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-id-count+))
+    (when (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-tracking+))
       (read-u8 ib)
-      (expect-id-count rs (read-varint ib)))
+      (let ((flags (read-u8 ib)))
+        (unless (< flags 4)
+          (restore-invalid rs (format nil "tracking flags #x~2,'0x" flags) "flags below 4"))
+        (setf (rs-track rs) (logtest flags +track-objects+)
+              (rs-track-conses rs) (logtest flags +track-conses+))))
     (loop
       (when (at-end-p ib) (return))
       (when (= (peek-u8 ib) +tag-end+)
@@ -164,7 +162,8 @@ container and the information FILL-CONTAINER needs."
       (push (read-object rs) objects)
       (loop until (or (at-end-p ib) (/= (peek-u8 ib) +tag-fill+))
             do (read-u8 ib)
-               (read-fill rs)))
+               (read-fill rs))
+      (insert-postponed-pairs rs))
     (when (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
       (restore-invalid rs (format nil "~d container~:p announced by LATER never filled"
                                   (hash-table-count (rs-pending rs)))

@@ -10,16 +10,28 @@
 
 (in-package #:binstore)
 
+(defun unstorable-p (x)
+  "True for objects binstore refuses to store: they stand for code or for
+resources of the running image."
+  (typep x '(or function stream sb-sys:system-area-pointer sb-ext:weak-pointer
+             sb-thread:thread sb-thread:mutex sb-thread:waitqueue class
+             sb-alien-internals:alien-value)))
+
+(defun storable-instance-p (x)
+  (and (typep x '(or structure-object standard-object condition))
+       (not (unstorable-p x))))
+
 (defun unstorable (ss x)
   (error 'unstorable-object :object x :path (path-to ss x)
                             :message "this kind of object cannot be stored"))
 
-(declaim (inline plain-or-def-p))
-(defun plain-or-def-p (ss x)
-  "For a leaf object: write a reference to it and return NIL if it was
-written before, else write a DEF when it is shared and return T."
-  (or (not (ss-track ss))
-      (not (eq (note-reference ss x nil) :ref))))
+(defmacro tracked-leaf ((ss x) &body write)
+  "Write the leaf X with WRITE, or a reference when it was written before.
+With reference tracking X then gets the next id (after its parts: ids follow
+the order in which the decoder completes objects)."
+  `(cond ((not (ss-track ,ss)) ,@write)
+         ((written-before-p ,ss ,x))
+         (t ,@write (remember ,ss ,x))))
 
 (defun write-object (ss x)
   "Write X, any storable object."
@@ -29,35 +41,33 @@ written before, else write a DEF when it is shared and return T."
       (fixnum (write-fixnum ob x))
       (null (write-u8 ob +tag-nil+))
       (cons (write-container-object ss x))
-      (symbol
-       (cond ((eq x t) (write-u8 ob +tag-t+))
-             ((eq (note-reference ss x t) :ref))
-             (t (write-symbol-body ss x))))
-      (double-float (when (plain-or-def-p ss x) (write-double-float ob x)))
+      (symbol (if (eq x t) (write-u8 ob +tag-t+) (write-symbol ss x)))
+      (double-float (tracked-leaf (ss x) (write-double-float ob x)))
       (single-float (write-single-float ob x))
       (character (write-character ob x))
-      (simple-base-string (when (plain-or-def-p ss x) (write-simple-base-string ob x)))
-      ((simple-array character (*))
-       (when (plain-or-def-p ss x) (write-character-string ob x)))
+      (simple-base-string (tracked-leaf (ss x) (write-simple-base-string ob x)))
+      ((simple-array character (*)) (tracked-leaf (ss x) (write-character-string ob x)))
       (simple-vector (write-container-object ss x))
-      (integer (when (plain-or-def-p ss x) (write-integer ob x)))
-      (ratio (when (plain-or-def-p ss x) (write-ratio ss x)))
-      (complex (when (plain-or-def-p ss x) (write-complex ss x)))
+      ;; Integers within 63 bits are SBCL's fixnums: immediate, never tracked.
+      ;; The test is on the value, so every Lisp writes the same bytes.
+      (integer (if (typep x '(signed-byte 63))
+                   (write-fixnum ob x)
+                   (tracked-leaf (ss x) (write-bignum ob x))))
+      (ratio (tracked-leaf (ss x) (write-ratio ss x)))
+      (complex (tracked-leaf (ss x) (write-complex ss x)))
       (array
        (cond ((general-t-array-p x) (write-container-object ss x))
-             ((not (plain-or-def-p ss x)))
              ((typep x '(simple-array * (*)))
-              (write-specialized-vector ob x (element-type-code x)))
+              (tracked-leaf (ss x) (write-specialized-vector ob x (element-type-code x))))
              (t
-              (incf (ss-depth ss))
-              (check-store-depth ss)
-              (write-general-array ss x)
-              (decf (ss-depth ss)))))
+              (tracked-leaf (ss x)
+                (incf (ss-depth ss))
+                (check-store-depth ss)
+                (write-general-array ss x)
+                (decf (ss-depth ss))))))
       (hash-table (write-container-object ss x))
-      (package (when (eq (note-reference ss x t) :def)
-                 (write-u8 ob +tag-package+)
-                 (write-string-payload ob (package-name x))))
-      (pathname (when (plain-or-def-p ss x) (write-pathname ss x)))
+      (package (write-package-object ss x))
+      (pathname (tracked-leaf (ss x) (write-pathname ss x)))
       (t (if (storable-instance-p x)
              (write-container-object ss x)
              (unstorable ss x))))))
@@ -83,24 +93,24 @@ written before, else write a DEF when it is shared and return T."
 
 (defun write-container-object (ss x)
   "Write the container X: a reference if written before; deferred if too
-deep; otherwise (after a DEF when shared) its header and contents."
+deep; otherwise its header, then (with its id taken) its contents."
   (declare (type store-state ss) (optimize speed))
-  (let* ((tracked (and (ss-track ss) (or (ss-lists ss) (not (consp x)))))
-         (count (and tracked (gethash x (ss-refs ss)))))
-    (declare (type (or null fixnum) count))
-    (cond ((and count (minusp count))
-           (write-ref (ss-obuf ss) (- -1 count)))
-          ((>= (ss-depth ss) +max-physical-depth+)
-           (let ((id (new-store-id ss x)))
-             (write-u8 (ss-obuf ss) +tag-later+)
-             (push (list x id (+ (ss-depth ss) (ss-depth-base ss))
-                         (write-container-header ss x))
+  (let ((tracked (if (consp x) (ss-lists ss) (ss-track ss))))
+    (cond ((and tracked (written-before-p ss x)))
+          ((and (>= (ss-depth ss) +max-physical-depth+) (not (ss-no-defer ss)))
+           ;; LATER and the header now; the contents after this record.  A
+           ;; deferred container always has an id, which its FILL names.
+           (write-u8 (ss-obuf ss) +tag-later+)
+           (let* ((info (write-container-header ss x))
+                  (id (cond ((not tracked) (next-store-id ss))
+                            ((consp x) (written-id ss x)) ; the run took ids
+                            (t (remember ss x)))))
+             (push (list x id (+ (ss-depth ss) (ss-depth-base ss)) info)
                    (ss-deferred ss))))
           (t
-           (when (and count (> count 1))
-             (new-store-id ss x)
-             (write-u8 (ss-obuf ss) +tag-def+))
            (let ((info (write-container-header ss x)))
+             (when (and tracked (not (consp x)))
+               (remember ss x))
              (incf (ss-depth ss))
              (check-store-depth ss)
              (write-container-contents ss x info)

@@ -20,6 +20,9 @@
   (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
   (alloc-left nil :type (or null integer)) ; bytes we may still allocate
   (pending nil)                        ; id -> pending-fill, for LATER containers
+  (postponed '())                      ; (table . pairs) to insert once the record is complete
+  (track t)                            ; heap objects get ids (+track-objects+)
+  (track-conses nil)                   ; conses get ids (+track-conses+)
   (intern-symbols t))
 
 (defconstant +stack-margin+ (* 256 1024)
@@ -38,29 +41,28 @@
 (defun restore-invalid (rs message &optional expected)
   (invalid (rs-ibuf rs) message expected))
 
-(defun new-restore-id (rs)
-  "Reserve the next id."
-  (let* ((id (rs-next-id rs)) (refs (rs-refs rs)))
-    (when (>= id (length refs))
-      (let ((new (make-array (* 2 (length refs)) :initial-element **unset**)))
-        (replace new refs)
-        (setf (rs-refs rs) new)))
-    (setf (rs-next-id rs) (1+ id))
-    id))
+(defun grow-refs (rs)
+  (let* ((refs (rs-refs rs))
+         (new (make-array (* 2 (length refs)) :initial-element **unset**)))
+    (replace new refs)
+    (setf (rs-refs rs) new)))
 
-(defun expect-id-count (rs count)
-  "Preallocate the id vector for COUNT ids (validated against the input)."
-  (check-count (rs-ibuf rs) count 2 "an id count")
-  (when (> count (length (rs-refs rs)))
-    (let ((new (make-array count :initial-element **unset**)))
-      (replace new (rs-refs rs))
-      (setf (rs-refs rs) new))))
+(declaim (inline register-always register))
+(defun register-always (rs object)
+  "Give OBJECT the next id; return OBJECT."
+  (let ((id (rs-next-id rs)))
+    (when (>= id (length (rs-refs rs)))
+      (grow-refs rs))
+    (setf (svref (rs-refs rs) id) object
+          (rs-next-id rs) (1+ id))
+    object))
 
-(declaim (inline register))
-(defun register (rs id object)
-  "Record OBJECT under ID (when ID is not NIL); return OBJECT."
-  (when id (setf (svref (rs-refs rs) id) object))
-  object)
+(defun register (rs object)
+  "Give OBJECT, a heap object of a tracked kind, the next id when the stream
+tracks objects; return OBJECT."
+  (if (rs-track rs)
+      (register-always rs object)
+      object))
 
 (defun object-by-id (rs id)
   (let ((object (if (< id (rs-next-id rs)) (svref (rs-refs rs) id) **unset**)))

@@ -1,0 +1,92 @@
+;;;; An EQ table from objects to ids, specialised for what STORE needs:
+;;;; look an object up, and add it with the next id if it is new.
+;;;;
+;;;; Open addressing with linear probing, hashed on the object's address.
+;;;; The hash keeps neighbouring addresses in neighbouring slots, so walking
+;;;; data that was allocated in order (the usual case) touches the table in
+;;;; order too.  Addresses change when the garbage collector moves objects:
+;;;; the table remembers the GC epoch it was built in, and rebuilds itself
+;;;; when a collection has happened since (rare: storing allocates little).
+;;;; An object the current operation holds is referenced from the stack, and
+;;;; SBCL's collector does not move such objects, so a collection in the
+;;;; middle of an operation cannot misplace it; the next operation rebuilds.
+
+(in-package #:binstore)
+
+(defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
+  (keys nil :type simple-vector)              ; 0 marks an empty slot
+  (ids nil :type (simple-array fixnum (*)))
+  (mask 0 :type fixnum)
+  (count 0 :type fixnum)
+  (epoch sb-kernel::*gc-epoch* :type cons))
+
+(defun make-identity-table (&optional (size 1024))
+  (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
+    (%make-identity-table :keys (make-array n :initial-element 0)
+                          :ids (make-array n :element-type 'fixnum)
+                          :mask (1- n))))
+
+(declaim (inline address-slot))
+(defun address-slot (object mask)
+  (declare (type fixnum mask))
+  (let ((a (sb-kernel:get-lisp-obj-address object)))
+    (logand (logxor (ash a -4) (ash a -24)) mask)))
+
+(defun rebuild-identity-table (table new-size)
+  "Re-insert every entry into fresh vectors of NEW-SIZE slots, at the
+positions the objects' current addresses give."
+  (loop
+    (let* ((epoch sb-kernel::*gc-epoch*)
+           (old-keys (it-keys table))
+           (old-ids (it-ids table))
+           (keys (make-array new-size :initial-element 0))
+           (ids (make-array new-size :element-type 'fixnum))
+           (mask (1- new-size)))
+      (dotimes (i (length old-keys))
+        (let ((key (svref old-keys i)))
+          (unless (eql key 0)
+            (let ((j (address-slot key mask)))
+              (loop until (eql (svref keys j) 0)
+                    do (setf j (logand (1+ j) mask)))
+              (setf (svref keys j) key
+                    (aref ids j) (aref old-ids i))))))
+      (when (eq epoch sb-kernel::*gc-epoch*)
+        (setf (it-keys table) keys (it-ids table) ids
+              (it-mask table) mask (it-epoch table) epoch)
+        (return table)))))
+
+(declaim (inline identity-table-current))
+(defun identity-table-current (table)
+  "TABLE, rebuilt first if a collection has moved objects since it was built."
+  (unless (eq (it-epoch table) sb-kernel::*gc-epoch*)
+    (rebuild-identity-table table (length (it-keys table))))
+  table)
+
+(defun identity-table-get (table object)
+  "The id of OBJECT, or -1."
+  (declare (type identity-table table) (optimize speed))
+  (identity-table-current table)
+  (let* ((keys (it-keys table))
+         (mask (it-mask table))
+         (i (address-slot object mask)))
+    (loop
+      (let ((key (svref keys i)))
+        (cond ((eq key object) (return (aref (it-ids table) i)))
+              ((eql key 0) (return -1)))
+        (setf i (logand (1+ i) mask))))))
+
+(defun identity-table-add (table object id)
+  "Record that OBJECT, not in TABLE, has ID."
+  (declare (type identity-table table) (type fixnum id) (optimize speed))
+  (when (> (* 2 (1+ (it-count table))) (length (it-keys table)))
+    (rebuild-identity-table table (* 2 (length (it-keys table)))))
+  (identity-table-current table)
+  (let* ((keys (it-keys table))
+         (mask (it-mask table))
+         (i (address-slot object mask)))
+    (loop until (eql (svref keys i) 0)
+          do (setf i (logand (1+ i) mask)))
+    (setf (svref keys i) object
+          (aref (it-ids table) i) id)
+    (incf (it-count table))
+    id))
