@@ -229,22 +229,22 @@
 
 (test magic-number
   (let ((bytes (binstore:store nil *place-datum* :output-magic-number t)))
-    (is (equalp (octet-vector #x25 #x42 #x53 #x54) (subseq bytes 0 4)))
+    (is (equalp (octet-vector binstore::+tag-header+ #x42 #x53 #x54) (subseq bytes 0 4)))
     (is (= binstore:+format-version+ (aref bytes 4)))
     (check-same *place-datum* (binstore:restore bytes)))
   (let ((bytes (let ((binstore:*output-magic-number* t))
                  (binstore:store nil "x"))))
-    (is (equalp (octet-vector #x25 #x42 #x53 #x54) (subseq bytes 0 4))))
-  (is (/= #x25 (aref (binstore:store nil "x") 0))))
+    (is (equalp (octet-vector binstore::+tag-header+ #x42 #x53 #x54) (subseq bytes 0 4))))
+  (is (/= binstore::+tag-header+ (aref (binstore:store nil "x") 0))))
 
 (test end-marker
   (let ((bytes (binstore:store nil *place-datum* :output-end-marker t)))
-    (is (= #x26 (aref bytes (1- (length bytes)))))
+    (is (= binstore::+tag-end+ (aref bytes (1- (length bytes)))))
     (check-same *place-datum* (binstore:restore bytes))
     ;; Whatever follows the end marker is not read.
     (let ((followed (concatenate '(vector (unsigned-byte 8)) bytes (octet-vector #xFF #x00 #x13 #x21))))
       (check-same *place-datum* (binstore:restore followed))))
   (let ((bytes (binstore:store nil "both" :output-magic-number t :output-end-marker t)))
-    (is (= #x26 (aref bytes (1- (length bytes)))))
+    (is (= binstore::+tag-end+ (aref bytes (1- (length bytes)))))
     (is (equal "both" (binstore:restore (concatenate '(vector (unsigned-byte 8)) bytes
                                                      (octet-vector 1 2 3)))))))

@@ -66,9 +66,10 @@
       ;; NaNs first: comparing one would trap
       (unless (and (typep rehash-size '(or integer float))
                    (not (and (floatp rehash-size) (sb-ext:float-nan-p rehash-size)))
-                   (typep rehash-size '(or (integer 1 *) (float (1.0) *))))
+                   ;; bounded, or growing the table would overflow SBCL's index type
+                   (typep rehash-size '(or (integer 1 #.(expt 2 30)) (float (1.0) 1000.0))))
         (restore-invalid rs (format nil "rehash size ~s" rehash-size)
-                         "an integer >= 1 or a float > 1.0"))
+                         "an integer in [1, 2^30] or a float in (1.0, 1000.0]"))
       (unless (and (realp threshold)
                    (not (and (floatp threshold) (sb-ext:float-nan-p threshold)))
                    (< 0 threshold) (<= threshold 1))
