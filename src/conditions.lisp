@@ -16,6 +16,12 @@
 
 (in-package #:binstore)
 
+(defun brief (object)
+  "OBJECT printed for a message: short, and safe on circular data."
+  (let ((*print-circle* t) (*print-length* 8) (*print-level* 3)
+        (*print-readably* nil) (*print-pretty* nil))
+    (prin1-to-string object)))
+
 (define-condition binstore-error (error)
   ((message :initarg :message :initform nil :reader binstore-error-message))
   (:documentation "Root of every condition binstore signals.")
@@ -32,10 +38,10 @@
 pointer ...).  PATH is a list of steps from the stored root to the object, each
 step one of (:car) (:cdr) (:elt i) (:aref i) (:slot name) (:key k) (:value k).")
   (:report (lambda (c s)
-             (format s "binstore: cannot store ~s of type ~s~@[, found at ~{~s~^ ~}~]"
-                     (unstorable-object-object c)
+             (format s "binstore: cannot store ~a of type ~s~@[, found at ~{~a~^ ~}~]"
+                     (brief (unstorable-object-object c))
                      (type-of (unstorable-object-object c))
-                     (unstorable-object-path c)))))
+                     (mapcar #'brief (unstorable-object-path c))))))
 
 (define-condition out-of-space (store-error)
   ((needed :initarg :needed :reader out-of-space-needed))

@@ -68,12 +68,12 @@
                    (not (and (floatp rehash-size) (sb-ext:float-nan-p rehash-size)))
                    ;; bounded, or growing the table would overflow SBCL's index type
                    (typep rehash-size '(or (integer 1 #.(expt 2 30)) (float (1.0) 1000.0))))
-        (restore-invalid rs (format nil "rehash size ~s" rehash-size)
+        (restore-invalid rs (format nil "rehash size ~a" (brief rehash-size))
                          "an integer in [1, 2^30] or a float in (1.0, 1000.0]"))
       (unless (and (realp threshold)
                    (not (and (floatp threshold) (sb-ext:float-nan-p threshold)))
                    (< 0 threshold) (<= threshold 1))
-        (restore-invalid rs (format nil "rehash threshold ~s" threshold)
+        (restore-invalid rs (format nil "rehash threshold ~a" (brief threshold))
                          "a real in (0, 1]"))
       (charge rs (* 48 (+ 8 (max size count))))
       (values
@@ -88,17 +88,23 @@
        count))))
 
 (defun insert-pairs (rs h pairs)
-  "Add PAIRS, a list (key value key value ...), to H.  A custom test runs
-user code, which may reject a key it never expected."
-  (if (find (hash-table-test h) +hash-table-tests+)
+  "Add PAIRS, a list (key value key value ...), to H.  EQ and EQL hash on
+identity and accept anything.  The other tests hash contents, and some keys
+cannot be hashed (SBCL's EQUALP hash rejects a NaN; a custom test runs user
+code that may reject a key it never expected): that is invalid input."
+  (if (member (hash-table-test h) '(eq eql))
       (loop for (key value) on pairs by #'cddr
             do (setf (gethash key h) value))
-      (loop for (key value) on pairs by #'cddr
-            do (handler-case (setf (gethash key h) value)
-                 (error (e)
-                   (restore-invalid rs (format nil "the table's test ~s rejects key ~s: ~a"
-                                               (hash-table-test h) key e)
-                                    "a key the hash table test accepts"))))))
+      (let ((key nil))
+        (handler-case
+            (sb-int:with-float-traps-masked (:invalid :overflow :divide-by-zero :inexact)
+              (loop for (k value) on pairs by #'cddr
+                    do (setf key k
+                             (gethash k h) value)))
+          (error (e)
+            (restore-invalid rs (format nil "the table's test ~s cannot hash key ~a: ~a"
+                                        (hash-table-test h) (brief key) e)
+                             "a key the hash table test accepts"))))))
 
 (defun fill-hash-table (rs h count)
   "Read COUNT pairs into H.  EQ and EQL tables hash on identity and take the

@@ -20,9 +20,9 @@
 
 (defun circular-list-error (list)
   (error 'store-error
-         :message (format nil "a circular list (starting ~s ...) cannot be stored ~
+         :message (format nil "a circular list (starting ~a ...) cannot be stored ~
                                without support-shared-list-structures"
-                          (car list))))
+                          (brief (car list)))))
 
 (defun list-run (ss list)
   "Length and tail of the run starting at the cons LIST.  With shared list
@@ -66,6 +66,7 @@ run (a cons written before becomes a reference) is written here too, in a
 loop rather than by recursion."
   (loop
     (destructuring-bind (n . tail) info
+      (declare (type index n))
       (let ((c list))
         (dotimes (i n)
           (write-object ss (car c))

@@ -6,6 +6,13 @@
 
 ;;; Integers ---------------------------------------------------------
 
+(defmacro with-reserved ((sap offset ob n) &body body)
+  "Reserve N bytes in OB and run BODY with SAP and OFFSET addressing them:
+one bounds check for a tag and its payload together."
+  `(let* ((,offset (reserve ,ob ,n))
+          (,sap (obuf-sap ,ob)))
+     ,@body))
+
 (declaim (inline write-fixnum))
 (defun write-fixnum (ob n)
   "Write the integer N, which fits in 64 signed bits, in its shortest form."
@@ -15,10 +22,17 @@
         ((<= 0 n 255) (write-tag+u8 ob +tag-uint8+ n))
         ((<= -256 n -1) (write-tag+u8 ob +tag-negint8+ (- -1 n)))
         ((typep n '(signed-byte 16))
-         (write-u8 ob +tag-int16+) (write-u16 ob (ldb (byte 16 0) n)))
+         (with-reserved (sap p ob 3)
+           (setf (sb-sys:sap-ref-8 sap p) +tag-int16+
+                 (sb-sys:signed-sap-ref-16 sap (1+ p)) n)))
         ((typep n '(signed-byte 32))
-         (write-u8 ob +tag-int32+) (write-u32 ob (ldb (byte 32 0) n)))
-        (t (write-u8 ob +tag-int64+) (write-s64 ob n))))
+         (with-reserved (sap p ob 5)
+           (setf (sb-sys:sap-ref-8 sap p) +tag-int32+
+                 (sb-sys:signed-sap-ref-32 sap (1+ p)) n)))
+        (t
+         (with-reserved (sap p ob 9)
+           (setf (sb-sys:sap-ref-8 sap p) +tag-int64+
+                 (sb-sys:signed-sap-ref-64 sap (1+ p)) n)))))
 
 (defun write-bignum (ob n)
   "Write an integer outside 64 signed bits: sign and magnitude, little-endian."
@@ -74,13 +88,18 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
 ;;; Written as their IEEE 754 bits through sap-ref, so -0.0, infinities and
 ;;; NaN payloads survive exactly.
 
+(declaim (inline write-single-float write-double-float))
 (defun write-single-float (ob x)
-  (write-u8 ob +tag-single-float+)
-  (write-single ob x))
+  (declare (type single-float x))
+  (with-reserved (sap p ob 5)
+    (setf (sb-sys:sap-ref-8 sap p) +tag-single-float+
+          (sb-sys:sap-ref-single sap (1+ p)) x)))
 
 (defun write-double-float (ob x)
-  (write-u8 ob +tag-double-float+)
-  (write-double ob x))
+  (declare (type double-float x))
+  (with-reserved (sap p ob 9)
+    (setf (sb-sys:sap-ref-8 sap p) +tag-double-float+
+          (sb-sys:sap-ref-double sap (1+ p)) x)))
 
 ;;; Ratios and complexes ----------------------------------------------
 ;;; Their parts are integers or floats, never containers, so they nest at

@@ -33,6 +33,13 @@ the order in which the decoder completes objects)."
          ((written-before-p ,ss ,x))
          (t ,@write (remember ,ss ,x))))
 
+(defmacro tracked-simple-leaf ((ss x) &body write)
+  "Like TRACKED-LEAF for a leaf without parts (a float, a string, a raw
+vector): its id can be taken before it is written, in the same probe."
+  `(cond ((not (ss-track ,ss)) ,@write)
+         ((written-before-or-remember-p ,ss ,x))
+         (t ,@write)))
+
 (defun write-object (ss x)
   "Write X, any storable object."
   (declare (type store-state ss) (optimize speed))
@@ -42,23 +49,23 @@ the order in which the decoder completes objects)."
       (null (write-u8 ob +tag-nil+))
       (cons (write-container-object ss x))
       (symbol (if (eq x t) (write-u8 ob +tag-t+) (write-symbol ss x)))
-      (double-float (tracked-leaf (ss x) (write-double-float ob x)))
+      (double-float (tracked-simple-leaf (ss x) (write-double-float ob x)))
       (single-float (write-single-float ob x))
       (character (write-character ob x))
-      (simple-base-string (tracked-leaf (ss x) (write-simple-base-string ob x)))
-      ((simple-array character (*)) (tracked-leaf (ss x) (write-character-string ob x)))
+      (simple-base-string (tracked-simple-leaf (ss x) (write-simple-base-string ob x)))
+      ((simple-array character (*)) (tracked-simple-leaf (ss x) (write-character-string ob x)))
       (simple-vector (write-container-object ss x))
       ;; Integers within 63 bits are SBCL's fixnums: immediate, never tracked.
       ;; The test is on the value, so every Lisp writes the same bytes.
       (integer (if (typep x '(signed-byte 63))
                    (write-fixnum ob x)
-                   (tracked-leaf (ss x) (write-bignum ob x))))
+                   (tracked-simple-leaf (ss x) (write-bignum ob x))))
       (ratio (tracked-leaf (ss x) (write-ratio ss x)))
       (complex (tracked-leaf (ss x) (write-complex ss x)))
       (array
        (cond ((general-t-array-p x) (write-container-object ss x))
              ((typep x '(simple-array * (*)))
-              (tracked-leaf (ss x) (write-specialized-vector ob x (element-type-code x))))
+              (tracked-simple-leaf (ss x) (write-specialized-vector ob x (element-type-code x))))
              (t
               (tracked-leaf (ss x)
                 (incf (ss-depth ss))

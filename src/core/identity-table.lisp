@@ -15,7 +15,7 @@
 
 (defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
   (keys nil :type simple-vector)              ; 0 marks an empty slot
-  (ids nil :type (simple-array fixnum (*)))
+  (ids nil :type (simple-array (unsigned-byte 32) (*)))
   (mask 0 :type fixnum)
   (count 0 :type fixnum)
   (epoch sb-kernel::*gc-epoch* :type cons))
@@ -23,7 +23,7 @@
 (defun make-identity-table (&optional (size 1024))
   (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
     (%make-identity-table :keys (make-array n :initial-element 0)
-                          :ids (make-array n :element-type 'fixnum)
+                          :ids (make-array n :element-type '(unsigned-byte 32))
                           :mask (1- n))))
 
 (declaim (inline address-slot))
@@ -35,13 +35,16 @@
 (defun rebuild-identity-table (table new-size)
   "Re-insert every entry into fresh vectors of NEW-SIZE slots, at the
 positions the objects' current addresses give."
+  (declare (type identity-table table) (type (integer 64 #.(expt 2 40)) new-size)
+           (optimize speed))
   (loop
     (let* ((epoch sb-kernel::*gc-epoch*)
            (old-keys (it-keys table))
            (old-ids (it-ids table))
            (keys (make-array new-size :initial-element 0))
-           (ids (make-array new-size :element-type 'fixnum))
+           (ids (make-array new-size :element-type '(unsigned-byte 32)))
            (mask (1- new-size)))
+      (declare (type (simple-array (unsigned-byte 32) (*)) old-ids ids))
       (dotimes (i (length old-keys))
         (let ((key (svref old-keys i)))
           (unless (eql key 0)
@@ -54,6 +57,14 @@ positions the objects' current addresses give."
         (setf (it-keys table) keys (it-ids table) ids
               (it-mask table) mask (it-epoch table) epoch)
         (return table)))))
+
+(declaim (inline grow-if-full))
+(defun grow-if-full (table)
+  "Keep the table at most half full; grow fourfold while it is small, so a
+large store rebuilds it few times."
+  (let ((size (length (it-keys table))))
+    (when (> (* 2 (1+ (it-count table))) size)
+      (rebuild-identity-table table (if (< size (expt 2 20)) (* 4 size) (* 2 size))))))
 
 (declaim (inline identity-table-current))
 (defun identity-table-current (table)
@@ -77,9 +88,8 @@ positions the objects' current addresses give."
 
 (defun identity-table-add (table object id)
   "Record that OBJECT, not in TABLE, has ID."
-  (declare (type identity-table table) (type fixnum id) (optimize speed))
-  (when (> (* 2 (1+ (it-count table))) (length (it-keys table)))
-    (rebuild-identity-table table (* 2 (length (it-keys table)))))
+  (declare (type identity-table table) (type (unsigned-byte 32) id) (optimize speed))
+  (grow-if-full table)
   (identity-table-current table)
   (let* ((keys (it-keys table))
          (mask (it-mask table))
@@ -90,3 +100,22 @@ positions the objects' current addresses give."
           (aref (it-ids table) i) id)
     (incf (it-count table))
     id))
+
+(defun identity-table-get-or-add (table object id)
+  "The id of OBJECT if it is in TABLE; otherwise add it with ID and return
+-1.  One probe where GET then ADD would take two."
+  (declare (type identity-table table) (type (unsigned-byte 32) id) (optimize speed))
+  (grow-if-full table)
+  (identity-table-current table)
+  (let* ((keys (it-keys table))
+         (mask (it-mask table))
+         (i (address-slot object mask)))
+    (loop
+      (let ((key (svref keys i)))
+        (cond ((eq key object) (return (aref (it-ids table) i)))
+              ((eql key 0)
+               (setf (svref keys i) object
+                     (aref (it-ids table) i) id)
+               (incf (it-count table))
+               (return -1)))
+        (setf i (logand (1+ i) mask))))))

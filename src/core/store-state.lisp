@@ -55,6 +55,16 @@
       (write-u8 ob (+ +first-small-ref-tag+ id))
       (progn (write-u8 ob +tag-ref+) (write-varint ob id))))
 
+(declaim (inline written-before-or-remember-p))
+(defun written-before-or-remember-p (ss object)
+  "For an object without parts: if it was written before, write a reference
+and return T; otherwise give it the next id now (it is complete as soon as it
+is written) and return NIL."
+  (let ((id (identity-table-get-or-add (ss-refs ss) object (ss-next-id ss))))
+    (if (>= id 0)
+        (progn (write-ref (ss-obuf ss) id) t)
+        (progn (incf (ss-next-id ss)) nil))))
+
 (declaim (inline written-before-p))
 (defun written-before-p (ss object)
   "If OBJECT was written before, write a reference to it and return T."
