@@ -19,7 +19,8 @@
            #:missing-tags
            #:regression-directory
            #:regression-files
-           #:read-octets))
+           #:read-octets
+           #:describe-condition))
 
 (in-package #:binstore-fuzz)
 
@@ -341,15 +342,28 @@ A cheap stand-in for real coverage: each tag byte must at least occur."
 ;;; returns a new octet vector.
 
 (defparameter *interesting-octets*
-  #(0 1 #x02 #x14 #x21 #x22 #x23 #x24 #x26 #x3F #x40 #x5F #x60 #x7F #x80 #xFE #xFF))
+  (vector 0 1 #x3F #x40 #x5F #x60 #x7F #x80 #xFE #xFF
+          binstore::+tag-list+ binstore::+tag-simple-vector+ binstore::+tag-ref+
+          binstore::+tag-later+ binstore::+tag-fill+ binstore::+tag-tracking+
+          binstore::+tag-header+ binstore::+tag-end+)
+  "Boundaries of the tag ranges, and the tags that shape the stream.")
+
+(defparameter *type-tag-count*
+  (1+ (position-if #'identity binstore::+tag-names+ :from-end t))
+  "Type tags are 0 below this.")
 
 (defparameter *huge-values*
   (list (expt 2 28) (1- (expt 2 31)) (expt 2 32) (expt 2 40) (expt 2 60)
         (1- (expt 2 62)) (expt 2 63) (1- (expt 2 64)) (expt 2 70) (expt 2 200)))
 
 (defparameter *length-tags*
-  '(#x02 #x03 #x0A #x11 #x12 #x13 #x14 #x15 #x16 #x1B #x1E #x21 #x23 #x24 #x25)
-  "Tags followed (at once, or after one byte) by a varint worth inflating.")
+  (list binstore::+tag-list+ binstore::+tag-dotted-list+ binstore::+tag-bignum+
+        binstore::+tag-character+ binstore::+tag-base-string+ binstore::+tag-string+
+        binstore::+tag-simple-vector+ binstore::+tag-specialized-vector+
+        binstore::+tag-array+ binstore::+tag-hash-table+
+        binstore::+tag-class-descriptor+ binstore::+tag-ref+ binstore::+tag-fill+
+        binstore::+tag-header+)
+  "Tags followed (at once, or after a byte or so) by a varint worth inflating.")
 
 (defun pick (sequence rs)
   (elt sequence (random (length sequence) rs)))
@@ -382,7 +396,7 @@ A cheap stand-in for real coverage: each tag byte must at least occur."
       (dotimes (i (1+ (random 3 rs)))
         (setf (aref v (position-in v rs))
               (if (zerop (random 3 rs))
-                  (random #x27 rs)      ; any type tag
+                  (random (+ 2 *type-tag-count*) rs) ; a type tag, or just past them
                   (pick *interesting-octets* rs)))))
     v))
 
@@ -435,9 +449,9 @@ encoding of a huge value."
                      when (member (aref v i) *length-tags*) collect i))
          (start (if (and tags (plusp (random 4 rs)))
                     (min (length v)
-                         (+ (pick tags rs) 1
-                            ;; specialized vectors: skip the element-type code
-                            (random 2 rs)))
+                         ;; after the tag, or after the flag and code bytes
+                         ;; of arrays and hash tables
+                         (+ (pick tags rs) 1 (random 4 rs)))
                     (position-in v rs 1))))
     (replace-range v start (varint-end v start)
                    (varint-octets (pick *huge-values* rs)))))
@@ -525,10 +539,22 @@ inaccessible page, :UNAVAILABLE when it could not be made.")
              (format s "restore created package~p ~{~a~^, ~}"
                      (length (package-created-names c)) (package-created-names c)))))
 
+(define-condition vague-invalid-input (error)
+  ((original :initarg :original :reader vague-invalid-input-original))
+  (:documentation "Raised by the fuzzer itself: an INVALID-INPUT without an
+offset inside the input, or without saying what was expected.")
+  (:report (lambda (c s)
+             (let ((o (vague-invalid-input-original c)))
+               (format s "invalid-input with offset ~s and expected ~s: ~a"
+                       (binstore:restore-error-offset o)
+                       (binstore:invalid-input-expected o)
+                       (binstore:binstore-error-message o))))))
+
 (defun failure-kind (condition)
   "A short file-name-safe word for a failure."
   (typecase condition
     (package-created "package-created")
+    (vague-invalid-input "vague-invalid-input")
     (sb-ext:timeout "hang")
     (sb-kernel::heap-exhausted-error "heap-exhaustion")
     (sb-kernel::control-stack-exhausted "stack-exhaustion")
@@ -536,10 +562,28 @@ inaccessible page, :UNAVAILABLE when it could not be made.")
     (type-error "type-error")
     (t (string-downcase (substitute #\- #\% (symbol-name (type-of condition)))))))
 
+(defun one-line (string &key (limit 400))
+  "STRING with each run of whitespace made one space, cut to LIMIT characters."
+  (let ((words (with-output-to-string (out)
+                 (loop with space = nil
+                       for c across string
+                       do (if (member c '(#\Space #\Tab #\Newline #\Return))
+                              (setf space t)
+                              (progn (when space (write-char #\Space out))
+                                     (setf space nil)
+                                     (write-char c out)))))))
+    (if (> (length words) limit)
+        (concatenate 'string (subseq words 0 limit) " ...")
+        words)))
+
 (defun describe-condition (condition)
-  "CONDITION's type and report, even when the report itself fails."
+  "CONDITION's type and report on one line, even when the report fails.
+Printing is bounded: the report may show restored (perhaps circular) data."
   (format nil "~s: ~a" (type-of condition)
-          (or (ignore-errors (princ-to-string condition)) "<report failed>")))
+          (one-line (or (ignore-errors
+                         (let ((*print-circle* t) (*print-length* 20) (*print-level* 4))
+                           (princ-to-string condition)))
+                        "<report failed>"))))
 
 (defun try-input (octets &key (route :vector) (intern-symbols nil) (timeout 2)
                               (max-to-read (* 64 1024 1024)))
@@ -549,7 +593,9 @@ pointer) or :SAP (raw memory ending at an inaccessible page).  Returns the
 outcome -- :RETURNED, :INVALID-INPUT, :LIMIT-EXCEEDED, :BINSTORE-ERROR (any
 other binstore condition: missing package, symbol, class ...) or :FAILURE --
 and the condition, if any, as a second value.  A restore that creates a
-package is a :FAILURE too (the new package is deleted again)."
+package is a :FAILURE too (the new package is deleted again), and so is an
+INVALID-INPUT that does not give an offset inside the input and a
+description of what was expected."
   (let ((packages (list-all-packages))
         (keys (list :max-to-read max-to-read :intern-symbols intern-symbols)))
     (multiple-value-bind (outcome condition)
@@ -566,11 +612,18 @@ package is a :FAILURE too (the new package is deleted again)."
           (binstore:binstore-error (c) (values :binstore-error c))
           (serious-condition (c) (values :failure c)))
       (let ((new (set-difference (list-all-packages) packages)))
-        (if (null new)
-            (values outcome condition)
-            (let ((names (mapcar #'package-name new)))
-              (mapc #'delete-package new)
-              (values :failure (make-condition 'package-created :names names))))))))
+        (cond
+          (new
+           (let ((names (mapcar #'package-name new)))
+             (mapc #'delete-package new)
+             (values :failure (make-condition 'package-created :names names))))
+          ((and (eq outcome :invalid-input)
+                (not (and (typep (binstore:restore-error-offset condition)
+                                 `(integer 0 ,(length octets)))
+                          (stringp (binstore:invalid-input-expected condition))
+                          (plusp (length (binstore:invalid-input-expected condition))))))
+           (values :failure (make-condition 'vague-invalid-input :original condition)))
+          (t (values outcome condition)))))))
 
 ;;; ------------------------------------------------------------------
 ;;; Failures: shrink, save, replay
@@ -597,23 +650,39 @@ report with its numbers (offsets, addresses) removed."
           (remove-if #'digit-char-p (describe-condition condition))))
 
 (defun shrink (octets kind route intern-symbols &key (seconds 5))
-  "A smaller input failing with the same KIND: delete chunks, halving the
-chunk size, while time allows."
+  "A smaller input failing with the same KIND, found while time allows:
+delete chunks (halving the chunk size down to one byte), then set single
+bytes to 0, and start over while that makes progress."
   (let ((deadline (+ (get-internal-real-time)
                      (* seconds internal-time-units-per-second)))
         (best octets))
-    (loop for chunk = (max 1 (floor (length best) 2)) then (floor chunk 2)
-          while (plusp chunk)
-          do (let ((start 0))
-               (loop while (and (< start (length best))
-                                (< (get-internal-real-time) deadline))
-                     do (let ((candidate (replace-range best start
-                                                        (min (length best)
-                                                             (+ start chunk))
-                                                        '())))
-                          (if (equal kind (failure-label candidate route intern-symbols))
-                              (setf best candidate)
-                              (incf start chunk))))))
+    (labels ((time-left-p () (< (get-internal-real-time) deadline))
+             (fails-p (candidate)
+               (equal kind (failure-label candidate route intern-symbols)))
+             (delete-pass ()
+               (loop for chunk = (max 1 (floor (length best) 2)) then (floor chunk 2)
+                     while (plusp chunk)
+                     do (let ((start 0))
+                          (loop while (and (< start (length best)) (time-left-p))
+                                do (let ((candidate (replace-range
+                                                     best start
+                                                     (min (length best) (+ start chunk))
+                                                     '())))
+                                     (if (fails-p candidate)
+                                         (setf best candidate)
+                                         (incf start chunk)))))))
+             (zero-pass ()
+               (loop for i below (length best)
+                     while (time-left-p)
+                     unless (zerop (aref best i))
+                       do (let ((candidate (copy-seq best)))
+                            (setf (aref candidate i) 0)
+                            (when (fails-p candidate)
+                              (setf best candidate))))))
+      (loop for before = best
+            do (delete-pass)
+               (zero-pass)
+            while (and (time-left-p) (not (equalp before best)))))
     best))
 
 (defun save-regression (kind octets)

@@ -105,13 +105,18 @@ strict non-empty prefix of them is a complete input."
 
 (test hostile-truncation-everywhere
   "Every strict prefix of a valid file signals INVALID-INPUT (usually its
-subtype TRUNCATED-INPUT), never anything else and never returns."
+subtype TRUNCATED-INPUT) with an offset inside the prefix, never anything
+else, and never returns."
   (dolist (file (hostile-truncation-samples))
     (let ((bad '()))
       (loop for n from 1 below (length file)
             for c = (hostile-restore-condition (subseq file 0 n))
-            unless (typep c 'binstore:invalid-input)
-              do (push (format nil "prefix ~d/~d: ~a" n (length file) (hostile-describe c))
+            unless (and (typep c 'binstore:invalid-input)
+                        (typep (binstore:restore-error-offset c) `(integer 0 ,n)))
+              do (push (format nil "prefix ~d/~d: ~a, offset ~s" n (length file)
+                               (hostile-describe c)
+                               (and (typep c 'binstore:restore-error)
+                                    (binstore:restore-error-offset c)))
                        bad))
       (is (null bad) "~d bad prefixes, first ones: ~{~a~^; ~}"
           (length bad) (subseq (reverse bad) 0 (min 3 (length bad)))))))
@@ -156,19 +161,26 @@ objects before the cut or signals INVALID-INPUT."
 ;;; Malformed bytes
 
 (test hostile-undefined-references
-  (dolist (bytes (list (hostile-octets #x21 5)       ; REF id 5, nothing defined
+  (dolist (bytes (list (hostile-octets binstore::+tag-ref+ 5) ; nothing has id 5
                        (hostile-octets #x45)          ; small back-reference to id 5
                        (hostile-octets #x02 #x01 #x40)
-                       (hostile-octets #x02 #x02 #x20 #x72 #x41)
-                       (hostile-octets #x21 (hostile-varint (expt 2 40)))))
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 #x41)
+                       (hostile-octets binstore::+tag-ref+ (hostile-varint (expt 2 40)))
+                       (hostile-octets binstore::+tag-fill+ 0 #x71)))
     (let ((c (hostile-restore-condition bytes)))
-      (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c)))))
+      (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
+  ;; the control: the string is id 0, so #x40 is the same string
+  (let ((back (binstore:restore (hostile-octets #x02 #x02 #x12 #x01 #x61 #x40))))
+    (is (equal '("a" "a") back))
+    (is (eq (first back) (second back)))))
 
 (test hostile-unknown-tags
-  "Every byte that is not a tag, a back-reference or a small integer."
-  (loop for tag from #x27 to #x3F
-        for c = (hostile-restore-condition (hostile-octets tag))
-        do (is (typep c 'binstore:invalid-input) "tag #x~2,'0x: ~a" tag (hostile-describe c))))
+  "Every type tag that src/tags.lisp leaves undefined (reserved)."
+  (loop for tag from 0 below #x40
+        unless (svref binstore::+tag-names+ tag)
+          do (let ((c (hostile-restore-condition (hostile-octets tag))))
+               (is (typep c 'binstore:invalid-input)
+                   "tag #x~2,'0x: ~a" tag (hostile-describe c)))))
 
 (test hostile-unknown-tag-offset
   "The offset names the offending byte."
@@ -201,8 +213,10 @@ dimensions, or rank) with almost no bytes behind the claim."
           (list "hash table count" (hostile-octets #x1B 0 4 #x72 #x71 huge #x71 #x71))
           (list "bignum" (hostile-octets #x0A (hostile-varint (* 2 *hostile-huge*)) 1 2 3))
           (list "character" (hostile-octets #x11 huge))
-          (list "id count" (hostile-octets #x24 huge #x00))
-          (list "class descriptor slots" (hostile-octets #x1D #x20 #x1E 1 #x00 huge #x00))
+          (list "reference" (hostile-octets binstore::+tag-ref+ huge))
+          (list "fill id" (hostile-octets binstore::+tag-fill+ huge #x71))
+          (list "format version" (hostile-octets binstore::+tag-header+ #x42 #x53 #x54 huge #x71))
+          (list "class descriptor slots" (hostile-octets #x1D #x1E 1 #x00 huge #x00))
           (list "varint of 11 bytes" (hostile-octets #x02 (make-list 10 :initial-element #xFF) 1 #x71)))))
 
 (test hostile-huge-lengths

@@ -392,3 +392,13 @@ deferring, their parts land on the far side of the boundary."
       (let ((path (binstore:unstorable-object-path condition)))
         (is (equal '(:slot x) (first path)) "path ~s" path)
         (is (member '(:value :k) path :test #'equal) "path ~s" path)))))
+
+(test arrays-of-element-type-nil
+  "Arrays that can hold no element at all keep their element type and shape."
+  (dolist (array (list (make-array 3 :element-type nil)
+                       (make-array '(2 0) :element-type nil)
+                       (make-array 0 :element-type nil :fill-pointer 0)))
+    (let ((copy (round-trip array)))
+      (is (null (array-element-type copy)))
+      (is (equal (array-dimensions array) (array-dimensions copy)))
+      (is (eq (array-has-fill-pointer-p array) (array-has-fill-pointer-p copy))))))

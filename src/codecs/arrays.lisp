@@ -142,7 +142,8 @@
   (write-u8 ob +tag-specialized-vector+)
   (write-u8 ob code)
   (write-varint ob (length v))
-  (write-payload ob v code (length v)))
+  (unless (= code +element-type-nil+)    ; such a vector has no elements to write
+    (write-payload ob v code (length v))))
 
 (defun read-specialized-vector (rs)
   (let* ((ib (rs-ibuf rs))
