@@ -67,11 +67,60 @@
           (write-u8 ob +tag-unbound-slot+)))))
 
 ;;; Decoding -----------------------------------------------------------
-;;; A restored descriptor holds the class to instantiate and, per stored
-;;; slot, the slot definition to set (NIL: discard the value).
+;;; A restored descriptor is resolved once against the running image into
+;;; what making each instance takes: an allocator, and per stored slot a
+;;; setter (NIL: discard the value) and the slot's type (NIL: any value).
 
-(defstruct (restore-descriptor (:constructor make-restore-descriptor (class slots)))
-  class slots)
+(defstruct (restore-descriptor
+            (:constructor make-restore-descriptor (class allocator setters types)))
+  class
+  (allocator nil :type function)
+  (setters #() :type simple-vector)
+  (types #() :type simple-vector))
+
+(defun structure-slot-setter (dsd)
+  "A function (instance value) storing into the structure slot DSD directly,
+raw slots included.  The value's type is checked before it is called."
+  (let ((i (sb-kernel:dsd-index dsd)))
+    (ecase (sb-kernel:dsd-raw-type dsd)
+      ((t) (lambda (o v) (setf (sb-kernel:%instance-ref o i) v)))
+      (double-float (lambda (o v) (setf (sb-kernel:%raw-instance-ref/double o i) v)))
+      (single-float (lambda (o v) (setf (sb-kernel:%raw-instance-ref/single o i) v)))
+      (sb-ext:word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/word o i) v)))
+      (sb-vm:signed-word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/signed-word o i) v)))
+      (sb-kernel:complex-double-float
+       (lambda (o v) (setf (sb-kernel:%raw-instance-ref/complex-double o i) v)))
+      (sb-kernel:complex-single-float
+       (lambda (o v) (setf (sb-kernel:%raw-instance-ref/complex-single o i) v))))))
+
+(defun slot-setter (class slotd)
+  "A function (instance value) that sets SLOTD of a fresh instance of CLASS."
+  (let ((name (sb-mop:slot-definition-name slotd)))
+    (cond ((typep class 'structure-class)
+           (structure-slot-setter
+            (find name (sb-kernel:dd-slots (sb-kernel:find-defstruct-description
+                                            (class-name class)))
+                  :key #'sb-kernel:dsd-name)))
+          ((and (typep class 'standard-class)
+                (integerp (sb-mop:slot-definition-location slotd)))
+           (let ((location (sb-mop:slot-definition-location slotd)))
+             (lambda (o v) (setf (sb-mop:standard-instance-access o location) v))))
+          (t (lambda (o v) (setf (slot-value o name) v))))))
+
+(defun slot-ctype (slotd)
+  "The slot's type, parsed once, or NIL when any value will do."
+  (let ((type (sb-mop:slot-definition-type slotd)))
+    (unless (eq type t)
+      (sb-kernel:specifier-type type))))
+
+(defun instance-allocator (class)
+  "A function of no arguments returning a fresh instance of CLASS whose
+slots are then all set: copying a template is the fastest way to make a
+structure instance."
+  (if (typep class 'structure-class)
+      (let ((template (allocate-instance class)))
+        (lambda () (copy-structure template)))
+      (lambda () (allocate-instance class))))
 
 (defun find-or-ask-class (rs name)
   (or (and (symbolp name) (find-class name nil))
@@ -124,11 +173,14 @@ when the caller chose to discard it."
                          "a class of the same kind"))
       (unless (sb-mop:class-finalized-p class)
         (sb-mop:finalize-inheritance class))
-      (register-always rs
-                (make-restore-descriptor
-                 class
-                 (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
-                         slot-names))))))
+      (let ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
+                           slot-names)))
+        (register-always
+         rs (make-restore-descriptor
+             class
+             (instance-allocator class)
+             (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
+             (map 'vector (lambda (slotd) (and slotd (slot-ctype slotd))) slots)))))))
 
 (defun read-instance-header (rs)
   "Read the descriptor and allocate the instance; return it and the descriptor."
@@ -136,8 +188,8 @@ when the caller chose to discard it."
     (unless (restore-descriptor-p d)
       (restore-invalid rs "an instance whose descriptor is not a class descriptor"
                        "a class descriptor"))
-    (charge rs (* 8 (+ 2 (length (restore-descriptor-slots d)))))
-    (values (allocate-instance (restore-descriptor-class d)) d)))
+    (charge rs (* 8 (+ 2 (length (restore-descriptor-setters d)))))
+    (values (funcall (restore-descriptor-allocator d)) d)))
 
 (defun read-slot-value (rs)
   "A slot's value, or **UNSET** for an unbound slot."
@@ -146,20 +198,24 @@ when the caller chose to discard it."
       (read-object rs)))
 
 (defun fill-instance (rs object d)
-  (let ((class (restore-descriptor-class d)))
-    (dolist (slotd (restore-descriptor-slots d) object)
-      (let ((value (read-slot-value rs)))
-        (when slotd
-          (let ((name (sb-mop:slot-definition-name slotd)))
-            (cond ((and (eq value **unset**) (typep class 'structure-class))
-                   (restore-invalid rs (format nil "slot ~s of structure ~s unbound"
-                                               name (class-name class))
-                                    "a value (structure slots are always bound)"))
-                  ((eq value **unset**))  ; a fresh instance's slots start unbound
-                  ((typep value (sb-mop:slot-definition-type slotd))
-                   (setf (slot-value object name) value))
-                  (t
-                   (restore-invalid
-                    rs (format nil "slot ~s of ~s gets a ~s" name (class-name class)
-                               (type-of value))
-                    (format nil "a value of type ~s" (sb-mop:slot-definition-type slotd)))))))))))
+  (declare (type restore-descriptor d))
+  (let ((class (restore-descriptor-class d))
+        (setters (restore-descriptor-setters d))
+        (types (restore-descriptor-types d)))
+    (dotimes (i (length setters) object)
+      (let ((value (read-slot-value rs))
+            (setter (svref setters i))
+            (ctype (svref types i)))
+        (cond ((null setter))                       ; a discarded slot
+              ((eq value **unset**)
+               ;; a fresh instance's slots start unbound; structures have none
+               (when (typep class 'structure-class)
+                 (restore-invalid rs (format nil "an unbound slot in structure ~s"
+                                             (class-name class))
+                                  "a value (structure slots are always bound)")))
+              ((or (null ctype) (sb-kernel:ctypep value ctype))
+               (funcall (the function setter) object value))
+              (t
+               (restore-invalid
+                rs (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
+                (format nil "a value of type ~s" (sb-kernel:type-specifier ctype)))))))))

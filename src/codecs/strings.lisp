@@ -89,11 +89,28 @@
             (t (bad))))))
 
 (defun read-utf8-into (ib string count)
-  "Decode COUNT characters into the fresh character STRING."
+  "Decode COUNT characters into the fresh character STRING.  ASCII bytes in
+the window are taken directly; anything else goes through READ-UTF8-CHAR."
   (declare (type (simple-array character (*)) string) (type index count)
            (optimize speed))
-  (dotimes (i count string)
-    (setf (schar string i) (code-char (read-utf8-char ib)))))
+  (let ((i 0))
+    (declare (type index i))
+    (loop
+      (let* ((pos (ibuf-pos ib))
+             (run (min (- count i) (available ib)))
+             (sap (ibuf-sap ib))
+             (j 0))
+        (declare (type index pos run j))
+        (loop while (< j run)
+              do (let ((b (sb-sys:sap-ref-8 sap (+ pos j))))
+                   (when (>= b #x80) (return))
+                   (setf (schar string (+ i j)) (code-char b))
+                   (incf j)))
+        (setf (ibuf-pos ib) (+ pos j))
+        (incf i j))
+      (when (>= i count) (return string))
+      (setf (schar string i) (code-char (read-utf8-char ib)))
+      (incf i))))
 
 (defun read-string-payload (rs)
   "Read a character count and that many UTF-8 characters into a fresh string."
@@ -108,13 +125,29 @@
   (let ((ib (rs-ibuf rs))
         (offset (ibuf-offset (rs-ibuf rs))))
     (sb-sys:with-pinned-objects (string)
-      (read-octets-to-sap ib (sb-sys:vector-sap string) start count))
-    (let ((bad (position-if (lambda (c) (>= (char-code c) 128)) string
-                            :start start :end (+ start count))))
-      (when bad
-        (invalid ib "a byte above 127 in a base string" "ASCII"
-                 (+ offset (- bad start)))))
+      (let ((sap (sb-sys:vector-sap string)))
+        (read-octets-to-sap ib sap start count)
+        (let ((bad (non-ascii-position sap start (+ start count))))
+          (when bad
+            (invalid ib "a byte above 127 in a base string" "ASCII"
+                     (+ offset (- bad start)))))))
     string))
+
+(defun non-ascii-position (sap start end)
+  "Index of the first byte from START below END at SAP that is not ASCII,
+or NIL.  Eight bytes at a time."
+  (declare (type sb-sys:system-area-pointer sap) (type index start end) (optimize speed))
+  (let ((i start))
+    (declare (type index i))
+    (loop while (<= (+ i 8) end)
+          do (unless (zerop (logand (sb-sys:sap-ref-64 sap i) #x8080808080808080))
+               (return))
+             (incf i 8))
+    (loop while (< i end)
+          do (when (>= (sb-sys:sap-ref-8 sap i) #x80)
+               (return-from non-ascii-position i))
+             (incf i))
+    nil))
 
 (defun read-simple-base-string (rs)
   (let* ((ib (rs-ibuf rs))

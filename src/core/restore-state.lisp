@@ -5,14 +5,14 @@
 (in-package #:binstore)
 
 (sb-ext:defglobal **unset** (make-symbol "UNSET")
-  "Marks an id that is reserved but whose object does not exist yet.")
+  "Stands for the value of an unbound slot while an instance is read.")
 
 (defstruct (pending-fill (:constructor make-pending-fill (kind object info depth)))
   kind object info depth)
 
 (defstruct (restore-state (:conc-name rs-) (:constructor %make-restore-state))
   (ibuf nil :type ibuf)
-  (refs (make-array 64 :initial-element **unset**) :type simple-vector)
+  (refs (make-array 256) :type simple-vector)
   (next-id 0 :type index)
   (depth 0 :type index)                ; containers open in the current record
   (depth-base 0 :type index)           ; logical depth where the current record starts
@@ -34,6 +34,10 @@
 
 (defun make-restore-state (ibuf &key max-depth intern-symbols max-alloc)
   (%make-restore-state :ibuf ibuf :max-depth max-depth
+                       ;; each id costs at least a byte of input: size the
+                       ;; id vector for a fair share of it, growing past that
+                       :refs (make-array (max 256 (min (ash (available ibuf) -4)
+                                                       (* 1024 1024))))
                        :stack-floor (current-stack-floor)
                        :alloc-left max-alloc
                        :intern-symbols intern-symbols))
@@ -42,8 +46,10 @@
   (invalid (rs-ibuf rs) message expected))
 
 (defun grow-refs (rs)
+  ;; Every id below NEXT-ID has its object (ids are given as objects are
+  ;; made), so the new part needs no filling.
   (let* ((refs (rs-refs rs))
-         (new (make-array (* 2 (length refs)) :initial-element **unset**)))
+         (new (make-array (* 2 (length refs)))))
     (replace new refs)
     (setf (rs-refs rs) new)))
 
@@ -65,11 +71,10 @@ tracks objects; return OBJECT."
       object))
 
 (defun object-by-id (rs id)
-  (let ((object (if (< id (rs-next-id rs)) (svref (rs-refs rs) id) **unset**)))
-    (when (eq object **unset**)
+  (if (< id (rs-next-id rs))
+      (svref (rs-refs rs) id)
       (restore-invalid rs (format nil "reference to id ~d, which is not defined yet" id)
-                       "an id defined earlier"))
-    object))
+                       "an id defined earlier")))
 
 (defun charge (rs bytes)
   "Count BYTES of memory about to be allocated against max-to-read."

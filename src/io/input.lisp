@@ -94,8 +94,20 @@
   (let ((p (need ib 1)))
     (sb-sys:sap-ref-8 (ibuf-sap ib) p)))
 
+(declaim (inline read-varint))
 (defun read-varint (ib)
   "Read an unsigned LEB128 varint of at most 64 bits."
+  (declare (type ibuf ib) (optimize speed))
+  (let ((p (ibuf-pos ib)))
+    (if (< p (ibuf-end ib))
+        (let ((byte (sb-sys:sap-ref-8 (ibuf-sap ib) p)))
+          (if (< byte 128)
+              (progn (setf (ibuf-pos ib) (1+ p)) byte)
+              (read-long-varint ib)))
+        (read-long-varint ib))))
+
+(defun read-long-varint (ib)
+  "READ-VARINT beyond its one-byte fast path."
   (declare (type ibuf ib) (optimize speed))
   (let ((start (ibuf-offset ib))
         (result 0) (shift 0))
