@@ -402,3 +402,15 @@ deferring, their parts land on the far side of the boundary."
       (is (null (array-element-type copy)))
       (is (equal (array-dimensions array) (array-dimensions copy)))
       (is (eq (array-has-fill-pointer-p array) (array-has-fill-pointer-p copy))))))
+
+(test instance-of-a-redefined-class
+  "An instance made before its class was redefined is stored as the class is
+now: kept slots keep their values, a new slot is unbound."
+  (let ((name (gensym "REDEFINED-")))
+    (eval `(defclass ,name () ((a :initarg :a))))
+    (let ((old (make-instance name :a 1)))
+      (eval `(defclass ,name () ((a :initarg :a) (b :initarg :b))))
+      (let ((copy (round-trip old)))
+        (is (eq (find-class name) (class-of copy)))
+        (is (eql 1 (slot-value copy 'a)))
+        (is (not (slot-boundp copy 'b)))))))

@@ -12,8 +12,43 @@
 
 (in-package #:binstore)
 
-(defstruct (class-descriptor (:constructor make-class-descriptor (class kind slot-names)))
-  class kind slot-names)
+(defstruct (class-descriptor (:constructor make-class-descriptor
+                                 (class kind slot-names readers layout)))
+  class kind slot-names
+  readers        ; per slot, a function (instance) -> value or **UNSET**
+  layout)        ; the layout the readers are valid for (standard objects)
+
+(defun structure-slot-reader (dsd)
+  "A function (instance) reading the structure slot DSD directly."
+  (let ((i (sb-kernel:dsd-index dsd)))
+    (ecase (sb-kernel:dsd-raw-type dsd)
+      ((t) (lambda (o) (sb-kernel:%instance-ref o i)))
+      (double-float (lambda (o) (sb-kernel:%raw-instance-ref/double o i)))
+      (single-float (lambda (o) (sb-kernel:%raw-instance-ref/single o i)))
+      (sb-ext:word (lambda (o) (sb-kernel:%raw-instance-ref/word o i)))
+      (sb-vm:signed-word (lambda (o) (sb-kernel:%raw-instance-ref/signed-word o i)))
+      (sb-kernel:complex-double-float
+       (lambda (o) (sb-kernel:%raw-instance-ref/complex-double o i)))
+      (sb-kernel:complex-single-float
+       (lambda (o) (sb-kernel:%raw-instance-ref/complex-single o i))))))
+
+(defun slot-reader (class slotd)
+  "A function (instance) returning the value of SLOTD, or **UNSET** when the
+slot is unbound."
+  (let ((name (sb-mop:slot-definition-name slotd)))
+    (cond ((typep class 'structure-class)
+           (structure-slot-reader
+            (find name (sb-kernel:dd-slots (sb-kernel:find-defstruct-description
+                                            (class-name class)))
+                  :key #'sb-kernel:dsd-name)))
+          ((and (typep class 'standard-class)
+                (integerp (sb-mop:slot-definition-location slotd)))
+           (let ((location (sb-mop:slot-definition-location slotd)))
+             (lambda (o)
+               (let ((v (sb-mop:standard-instance-access o location)))
+                 (if (eq v sb-pcl:+slot-unbound+) **unset** v)))))
+          (t (lambda (o)
+               (if (slot-boundp o name) (slot-value o name) **unset**))))))
 
 (defun stored-slots (class kind store-class-slots)
   "The slot definitions of CLASS whose values are stored."
@@ -35,11 +70,13 @@
   (let ((class (class-of object)))
     (or (gethash class (ss-descriptors ss))
         (setf (gethash class (ss-descriptors ss))
-              (let ((kind (class-kind object)))
+              (let* ((kind (class-kind object))
+                     (slots (stored-slots class kind (ss-store-class-slots ss))))
                 (make-class-descriptor
                  class kind
-                 (mapcar #'sb-mop:slot-definition-name
-                         (stored-slots class kind (ss-store-class-slots ss)))))))))
+                 (mapcar #'sb-mop:slot-definition-name slots)
+                 (map 'vector (lambda (slotd) (slot-reader class slotd)) slots)
+                 (sb-kernel:wrapper-of object)))))))
 
 (defun write-class-descriptor (ss d)
   (unless (written-before-p ss d)
@@ -61,10 +98,17 @@
 
 (defun write-instance-contents (ss object d)
   (let ((ob (ss-obuf ss)))
-    (dolist (name (class-descriptor-slot-names d))
-      (if (slot-boundp object name)
-          (write-object ss (slot-value object name))
-          (write-u8 ob +tag-unbound-slot+)))))
+    (when (and (typep object 'standard-object)
+               (class-descriptor-slot-names d)
+               (not (eq (sb-kernel:wrapper-of object) (class-descriptor-layout d))))
+      ;; an instance of a redefined class: touching a slot updates it to the
+      ;; current layout, which the readers were made for
+      (slot-boundp object (first (class-descriptor-slot-names d))))
+    (loop for reader across (class-descriptor-readers d)
+          do (let ((value (funcall (the function reader) object)))
+               (if (eq value **unset**)
+                   (write-u8 ob +tag-unbound-slot+)
+                   (write-object ss value))))))
 
 ;;; Decoding -----------------------------------------------------------
 ;;; A restored descriptor is resolved once against the running image into
