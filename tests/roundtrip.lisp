@@ -406,7 +406,7 @@ deferring, their parts land on the far side of the boundary."
 (test instance-of-a-redefined-class
   "An instance made before its class was redefined is stored as the class is
 now: kept slots keep their values, a new slot is unbound."
-  (let ((name (gensym "REDEFINED-")))
+  (let ((name (intern (symbol-name (gensym "REDEFINED-")) :binstore-tests)))
     (eval `(defclass ,name () ((a :initarg :a))))
     (let ((old (make-instance name :a 1)))
       (eval `(defclass ,name () ((a :initarg :a) (b :initarg :b))))
