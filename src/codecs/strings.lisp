@@ -27,12 +27,30 @@
                  (sb-sys:sap-ref-8 sap (+ p 3)) (logior #x80 (logand code #x3F)))))))
 
 (defun write-utf8-chars (ob string start end)
-  "Write the characters of STRING from START to END as UTF-8."
+  "Write the characters of STRING from START to END as UTF-8.  Blocks of
+characters are encoded straight into the window when it has room for their
+longest encoding; otherwise character by character."
   (declare (type string string) (type index start end) (optimize speed))
   (sb-kernel:with-array-data ((data string) (start start) (end end))
     (if (typep data '(simple-array character (*)))
-        (loop for i from start below end
-              do (write-utf8-char ob (char-code (schar data i))))
+        (let ((i start))
+          (declare (type index i))
+          (loop while (< i end)
+                do (let ((block (min (- end i) 4096)))
+                     (if (>= (- (obuf-end ob) (obuf-pos ob)) (* 4 block))
+                         (let ((p (obuf-pos ob)) (sap (obuf-sap ob)))
+                           (declare (type index p))
+                           (dotimes (k block)
+                             (let ((code (char-code (schar data (+ i k)))))
+                               (if (< code #x80)
+                                   (progn (setf (sb-sys:sap-ref-8 sap p) code) (incf p))
+                                   (progn (setf (obuf-pos ob) p)
+                                          (write-utf8-char ob code)
+                                          (setf p (obuf-pos ob))))))
+                           (setf (obuf-pos ob) p))
+                         (loop for k from i below (+ i block)
+                               do (write-utf8-char ob (char-code (schar data k)))))
+                     (incf i block))))
         (loop for i from start below end
               do (write-utf8-char ob (char-code (char data i)))))))
 
