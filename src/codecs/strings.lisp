@@ -137,6 +137,17 @@ the window are taken directly; anything else goes through READ-UTF8-CHAR."
     (charge rs (* 4 n))
     (read-utf8-into ib (make-string n) n)))
 
+(defun read-name (rs)
+  "Read a string payload into the state's scratch string, which grows as
+needed; return it and the name's length.  Looking a name up needs no fresh
+string: only a name that becomes a new symbol is copied."
+  (let* ((ib (rs-ibuf rs))
+         (n (check-count ib (read-varint ib) 1 "a name")))
+    (when (> n (length (rs-scratch rs)))
+      (charge rs (* 4 n))
+      (setf (rs-scratch rs) (make-string (max n (* 2 (length (rs-scratch rs)))))))
+    (values (read-utf8-into ib (rs-scratch rs) n) n)))
+
 (defun read-base-chars-into (rs string start count)
   "Copy COUNT bytes into the base STRING at START, checking each is below 128."
   (declare (type simple-base-string string) (type index start count))

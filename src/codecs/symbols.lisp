@@ -65,38 +65,41 @@ a package, or NIL meaning 'make the symbols uninterned'."
   (let ((name (read-string-payload rs)))
     (register-always rs (find-or-ask-package rs name))))
 
-(defun find-or-intern (rs name package)
-  "The symbol NAME in PACKAGE, interning it only when allowed."
-  (multiple-value-bind (symbol status) (find-symbol name package)
-    (cond (status symbol)
-          ((and (rs-intern-symbols rs) (not (sb-ext:package-locked-p package)))
-           (intern name package))
-          (t (restart-case
-                 (error 'missing-symbol :name name :package package
-                                        :offset (ibuf-offset (rs-ibuf rs))
-                                        :message (if (rs-intern-symbols rs)
-                                                     "symbol not present and its package is locked"
-                                                     "symbol not present and interning is off"))
-               (intern-anyway ()
-                 :report "Intern the symbol."
-                 (intern name package))
-               (make-uninterned ()
-                 :report "Restore it as an uninterned symbol."
-                 (make-symbol name)))))))
+(defun find-or-intern (rs name length package)
+  "The symbol named by the first LENGTH characters of NAME (a scratch string)
+in PACKAGE, interning it only when allowed."
+  (multiple-value-bind (symbol status) (sb-impl::%find-symbol name length package)
+    (if status
+        symbol
+        (let ((name (subseq name 0 length)))
+          (if (and (rs-intern-symbols rs) (not (sb-ext:package-locked-p package)))
+              (intern name package)
+              (restart-case
+                  (error 'missing-symbol :name name :package package
+                                         :offset (ibuf-offset (rs-ibuf rs))
+                                         :message (if (rs-intern-symbols rs)
+                                                      "symbol not present and its package is locked"
+                                                      "symbol not present and interning is off"))
+                (intern-anyway ()
+                  :report "Intern the symbol."
+                  (intern name package))
+                (make-uninterned ()
+                  :report "Restore it as an uninterned symbol."
+                  (make-symbol name))))))))
 
 (defun read-keyword (rs)
-  (let ((name (read-string-payload rs)))
-    (register-always rs (find-or-intern rs name #.(find-package "KEYWORD")))))
+  (multiple-value-bind (name length) (read-name rs)
+    (register-always rs (find-or-intern rs name length #.(find-package "KEYWORD")))))
 
 (defun read-symbol (rs)
   (let ((package (read-object rs)))
     (unless (or (packagep package) (null package))
       (restore-invalid rs (format nil "a symbol's package is a ~s" (type-of package))
                        "a package"))
-    (let ((name (read-string-payload rs)))
+    (multiple-value-bind (name length) (read-name rs)
       (register-always rs (if package
-                          (find-or-intern rs name package)
-                          (make-symbol name))))))
+                              (find-or-intern rs name length package)
+                              (make-symbol (subseq name 0 length)))))))
 
 (defun read-uninterned-symbol (rs)
   (register-always rs (make-symbol (read-string-payload rs))))

@@ -21,6 +21,7 @@
   (alloc-left nil :type (or null integer)) ; bytes we may still allocate
   (pending nil)                        ; id -> pending-fill, for LATER containers
   (postponed '())                      ; (table . pairs) to insert once the record is complete
+  (scratch (make-string 64) :type (simple-array character (*))) ; names being looked up
   (track t)                            ; heap objects get ids (+track-objects+)
   (track-conses nil)                   ; conses get ids (+track-conses+)
   (intern-symbols t))
