@@ -67,11 +67,14 @@ every type tag to its name (for the inspector and error messages)."
   (+tag-fill+ #x22)                 ; varint id, the contents of that container
   (+tag-tracking+ #x23)             ; 1 byte: which objects get ids (see below)
   (+tag-header+ #x24)               ; "BST", varint format version
-  (+tag-end+ #x25))                 ; end marker
+  (+tag-end+ #x25)                  ; end marker
+  (+tag-cons-ref+ #x26))            ; varint cons id: the cons with that id
 
 ;;; Tracking flags, the byte after +tag-tracking+.  Whatever they say,
-;;; symbols, packages, class descriptors and LATER containers get ids.  A
-;;; stream without the tag tracks objects but not conses.
+;;; symbols, packages and class descriptors get ids.  A stream without the
+;;; tag tracks objects but not conses.  Conses have ids of their own,
+;;; referenced with +tag-cons-ref+, so that tracking every cons does not make
+;;; references to other objects longer.
 (defconstant +track-objects+ 1)     ; every heap object but conses gets an id
 (defconstant +track-conses+ 2)      ; every cons gets an id too
 

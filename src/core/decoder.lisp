@@ -46,6 +46,7 @@
       (#.+tag-pathname+ (read-pathname rs))
       (#.+tag-class-descriptor+ (read-class-descriptor rs))
       (#.+tag-ref+ (object-by-id rs (read-varint ib)))
+      (#.+tag-cons-ref+ (cons-by-id rs (read-varint ib)))
       (#.+tag-later+ (read-later rs))
       (t (invalid ib (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
                              tag (and (< tag 64) (svref +tag-names+ tag)))
@@ -90,31 +91,31 @@ container and the information FILL-CONTAINER needs."
     object))
 
 (defun read-later (rs)
-  "LATER: a container header whose contents come in a FILL record.  The
-container always has an id, which the FILL names."
+  "LATER: a container header whose contents come in a FILL record, which
+names it by its rank among the LATER containers."
   (let ((tag (read-u8 (rs-ibuf rs))))
     (unless (member tag (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-simple-vector+
                               +tag-array+ +tag-hash-table+ +tag-instance+))
       (restore-invalid rs (format nil "LATER before tag #x~2,'0x" tag) "a container tag"))
     (multiple-value-bind (object info) (read-container-header rs tag)
-      (let ((id (if (and (list-tag-p tag) (rs-track-conses rs))
-                    (- (rs-next-id rs) (length object)) ; the run's first cons
-                    (progn (register-always rs object)
-                           (1- (rs-next-id rs))))))
-        (unless (rs-pending rs)
-          (setf (rs-pending rs) (make-hash-table)))
-        (setf (gethash id (rs-pending rs))
-              (make-pending-fill tag object info (+ (rs-depth rs) (rs-depth-base rs))))
-        object))))
+      ;; ids as for any container; a run of conses took its own
+      (unless (list-tag-p tag)
+        (register rs object))
+      (unless (rs-pending rs)
+        (setf (rs-pending rs) (make-hash-table)))
+      (setf (gethash (rs-next-later rs) (rs-pending rs))
+            (make-pending-fill tag object info (+ (rs-depth rs) (rs-depth-base rs))))
+      (incf (rs-next-later rs))
+      object)))
 
 (defun read-fill (rs)
-  "FILL id contents: complete a container announced by LATER."
-  (let* ((id (read-varint (rs-ibuf rs)))
-         (pending (and (rs-pending rs) (gethash id (rs-pending rs)))))
+  "FILL n contents: complete the Nth container announced by LATER."
+  (let* ((n (read-varint (rs-ibuf rs)))
+         (pending (and (rs-pending rs) (gethash n (rs-pending rs)))))
     (unless pending
-      (restore-invalid rs (format nil "FILL for id ~d, which awaits no contents" id)
-                       "the id of a LATER container"))
-    (remhash id (rs-pending rs))
+      (restore-invalid rs (format nil "FILL for LATER container ~d, which awaits no contents" n)
+                       "the rank of an unfilled LATER container"))
+    (remhash n (rs-pending rs))
     (setf (rs-depth-base rs) (pending-fill-depth pending)
           (rs-depth rs) 1)
     (check-restore-depth rs)

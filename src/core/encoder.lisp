@@ -105,14 +105,14 @@ deep; otherwise its header, then (with its id taken) its contents."
   (let ((tracked (if (consp x) (ss-lists ss) (ss-track ss))))
     (cond ((and tracked (written-before-p ss x)))
           ((and (>= (ss-depth ss) +max-physical-depth+) (not (ss-no-defer ss)))
-           ;; LATER and the header now; the contents after this record.  A
-           ;; deferred container always has an id, which its FILL names.
+           ;; LATER and the header now; the contents after this record, in a
+           ;; FILL naming the container by its rank among the LATERs.
            (write-u8 (ss-obuf ss) +tag-later+)
-           (let* ((info (write-container-header ss x))
-                  (id (cond ((not tracked) (next-store-id ss))
-                            ((consp x) (written-id ss x)) ; the run took ids
-                            (t (remember ss x)))))
-             (push (list x id (+ (ss-depth ss) (ss-depth-base ss)) info)
+           (let ((info (write-container-header ss x)))
+             (when (and tracked (not (consp x)))
+               (remember ss x))
+             (push (list x (prog1 (ss-next-later ss) (incf (ss-next-later ss)))
+                         (+ (ss-depth ss) (ss-depth-base ss)) info)
                    (ss-deferred ss))))
           (t
            (let ((info (write-container-header ss x)))
@@ -127,10 +127,10 @@ deep; otherwise its header, then (with its id taken) its contents."
   "Write a FILL record for every deferred container, including those that
 filling defers in turn."
   (loop while (ss-deferred ss)
-        do (destructuring-bind (x id depth info) (pop (ss-deferred ss))
+        do (destructuring-bind (x later depth info) (pop (ss-deferred ss))
              (let ((ob (ss-obuf ss)))
                (write-u8 ob +tag-fill+)
-               (write-varint ob id))
+               (write-varint ob later))
              (setf (ss-depth-base ss) depth
                    (ss-depth ss) 1)
              (check-store-depth ss)

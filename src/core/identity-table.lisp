@@ -34,29 +34,33 @@
 
 (defun rebuild-identity-table (table new-size)
   "Re-insert every entry into fresh vectors of NEW-SIZE slots, at the
-positions the objects' current addresses give."
+positions the objects' current addresses give.  The vectors are allocated
+before the GC epoch is read: allocating may collect, and a collection during
+the re-insertion means starting it again, in the same vectors."
   (declare (type identity-table table) (type (integer 64 #.(expt 2 40)) new-size)
            (optimize speed))
-  (loop
-    (let* ((epoch sb-kernel::*gc-epoch*)
-           (old-keys (it-keys table))
-           (old-ids (it-ids table))
-           (keys (make-array new-size :initial-element 0))
-           (ids (make-array new-size :element-type '(unsigned-byte 32)))
-           (mask (1- new-size)))
-      (declare (type (simple-array (unsigned-byte 32) (*)) old-ids ids))
-      (dotimes (i (length old-keys))
-        (let ((key (svref old-keys i)))
-          (unless (eql key 0)
-            (let ((j (address-slot key mask)))
-              (loop until (eql (svref keys j) 0)
-                    do (setf j (logand (1+ j) mask)))
-              (setf (svref keys j) key
-                    (aref ids j) (aref old-ids i))))))
-      (when (eq epoch sb-kernel::*gc-epoch*)
-        (setf (it-keys table) keys (it-ids table) ids
-              (it-mask table) mask (it-epoch table) epoch)
-        (return table)))))
+  (let ((keys (make-array new-size :initial-element 0))
+        (ids (make-array new-size :element-type '(unsigned-byte 32)))
+        (mask (1- new-size)))
+    (declare (type (simple-array (unsigned-byte 32) (*)) ids))
+    (loop
+      (let ((epoch sb-kernel::*gc-epoch*)
+            (old-keys (it-keys table))
+            (old-ids (it-ids table)))
+        (declare (type (simple-array (unsigned-byte 32) (*)) old-ids))
+        (dotimes (i (length old-keys))
+          (let ((key (svref old-keys i)))
+            (unless (eql key 0)
+              (let ((j (address-slot key mask)))
+                (loop until (eql (svref keys j) 0)
+                      do (setf j (logand (1+ j) mask)))
+                (setf (svref keys j) key
+                      (aref ids j) (aref old-ids i))))))
+        (when (eq epoch sb-kernel::*gc-epoch*)
+          (setf (it-keys table) keys (it-ids table) ids
+                (it-mask table) mask (it-epoch table) epoch)
+          (return table))
+        (fill keys 0)))))
 
 (declaim (inline grow-if-full))
 (defun grow-if-full (table)

@@ -14,12 +14,15 @@
   (ibuf nil :type ibuf)
   (refs (make-array 256) :type simple-vector)
   (next-id 0 :type index)
+  (cons-refs (make-array 0) :type simple-vector) ; cons id -> cons
+  (next-cons-id 0 :type index)
+  (next-later 0 :type index)           ; LATER containers so far
   (depth 0 :type index)                ; containers open in the current record
   (depth-base 0 :type index)           ; logical depth where the current record starts
   (max-depth nil :type (or null index))
   (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
   (alloc-left nil :type (or null integer)) ; bytes we may still allocate
-  (pending nil)                        ; id -> pending-fill, for LATER containers
+  (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
   (scratch (make-string 64) :type (simple-array character (*))) ; names being looked up
   (track t)                            ; heap objects get ids (+track-objects+)
@@ -70,6 +73,23 @@ tracks objects; return OBJECT."
   (if (rs-track rs)
       (register-always rs object)
       object))
+
+(defun register-cons (rs cons)
+  "Give CONS the next cons id."
+  (let ((id (rs-next-cons-id rs)))
+    (when (>= id (length (rs-cons-refs rs)))
+      (let ((new (make-array (max 256 (* 2 (length (rs-cons-refs rs)))))))
+        (replace new (rs-cons-refs rs))
+        (setf (rs-cons-refs rs) new)))
+    (setf (svref (rs-cons-refs rs) id) cons
+          (rs-next-cons-id rs) (1+ id))
+    cons))
+
+(defun cons-by-id (rs id)
+  (if (< id (rs-next-cons-id rs))
+      (svref (rs-cons-refs rs) id)
+      (restore-invalid rs (format nil "reference to cons ~d, which is not defined yet" id)
+                       "a cons id defined earlier")))
 
 (defun object-by-id (rs id)
   (if (< id (rs-next-id rs))

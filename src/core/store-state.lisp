@@ -16,11 +16,13 @@
   (refs nil :type identity-table)      ; object -> id, for what was written
   (track nil)                          ; track-references
   (lists nil)                          ; support-shared-list-structures
-  (next-id 0 :type index)
+  (next-id 0 :type index)              ; ids of objects other than conses
+  (next-cons-id 0 :type index)         ; ids of conses (shared list structures)
+  (next-later 0 :type index)           ; LATER containers so far: FILL names them by this
   (depth 0 :type index)                ; containers open in the current record
   (depth-base 0 :type index)           ; logical depth where the current record starts
   (max-depth nil :type (or null index))
-  (deferred '())                       ; (object id logical-depth info), filled later
+  (deferred '())                       ; (object later-number logical-depth info), filled later
   (no-defer nil)                       ; true while writing parts that must be complete
   (store-class-slots nil)
   (descriptors nil :type hash-table)   ; class -> class-descriptor
@@ -35,7 +37,7 @@
                      :descriptors (make-hash-table :test 'eq)
                      :root root))
 
-(declaim (inline written-id remember next-store-id))
+(declaim (inline written-id remember remember-cons next-store-id))
 (defun written-id (ss object)
   "The id OBJECT was written with, or -1."
   (identity-table-get (ss-refs ss) object))
@@ -47,6 +49,11 @@
 (defun remember (ss object)
   "OBJECT has just been written: give it the next id."
   (identity-table-add (ss-refs ss) object (next-store-id ss)))
+
+(defun remember-cons (ss cons)
+  "CONS is part of a run being written: give it the next cons id."
+  (identity-table-add (ss-refs ss) cons
+                      (prog1 (ss-next-cons-id ss) (incf (ss-next-cons-id ss)))))
 
 (defun write-ref (ob id)
   "Write a back-reference to ID."
@@ -70,7 +77,11 @@ is written) and return NIL."
   "If OBJECT was written before, write a reference to it and return T."
   (let ((id (written-id ss object)))
     (when (>= id 0)
-      (write-ref (ss-obuf ss) id)
+      (if (consp object)
+          (let ((ob (ss-obuf ss)))
+            (write-u8 ob +tag-cons-ref+)
+            (write-varint ob id))
+          (write-ref (ss-obuf ss) id))
       t)))
 
 (defun depth-limit-error (max track)
