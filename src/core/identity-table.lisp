@@ -1,10 +1,9 @@
 ;;;; An EQ table from objects to ids, specialised for what STORE needs:
 ;;;; look an object up, and add it with the next id if it is new.
 ;;;;
-;;;; Open addressing with linear probing, hashed on the object's address.
-;;;; The hash keeps neighbouring addresses in neighbouring slots, so walking
-;;;; data that was allocated in order (the usual case) touches the table in
-;;;; order too.  Addresses change when the garbage collector moves objects:
+;;;; Open addressing with linear probing, hashed on the object's address
+;;;; (see ADDRESS-SLOT: neighbouring addresses stay neighbours, separate
+;;;; regions do not collide).  Addresses change when the garbage collector moves objects:
 ;;;; the table remembers the GC epoch it was built in, and rebuilds itself
 ;;;; when a collection has happened since (rare: storing allocates little).
 ;;;; An object the current operation holds is referenced from the stack, and
@@ -28,9 +27,15 @@
 
 (declaim (inline address-slot))
 (defun address-slot (object mask)
+  "The home slot of OBJECT.  Objects within one 4 KiB page land in one run
+of 256 slots, in address order, so walking data allocated in order touches
+the table in order; the page picks where that run starts by a
+multiplicative hash, so that separate regions of the heap (SBCL keeps conses
+apart from other objects) do not pile onto the same slots."
   (declare (type fixnum mask))
-  (let ((a (sb-kernel:get-lisp-obj-address object)))
-    (logand (logxor (ash a -4) (ash a -24)) mask)))
+  (let* ((a (sb-kernel:get-lisp-obj-address object))
+         (h (logand (* (ash a -12) #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF)))
+    (logand (+ (ash (ash h -32) 8) (logand (ash a -4) 255)) mask)))
 
 (defun rebuild-identity-table (table new-size)
   "Re-insert every entry into fresh vectors of NEW-SIZE slots, at the
