@@ -123,7 +123,11 @@
 
 (defun write-simple-vector-contents (ss v)
   (declare (type simple-vector v))
-  (loop for x across v do (write-object ss x)))
+  (let ((ob (ss-obuf ss)))
+    (loop for x across v
+          do (if (typep x 'fixnum)        ; the commonest elements, inline
+                 (write-fixnum ob x)
+                 (write-object ss x)))))
 
 (defun read-simple-vector-header (rs)
   (let* ((ib (rs-ibuf rs))

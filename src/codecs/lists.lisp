@@ -67,9 +67,13 @@ loop rather than by recursion."
   (loop
     (destructuring-bind (n . tail) info
       (declare (type index n))
-      (let ((c list))
+      (let ((c list) (ob (ss-obuf ss)))
         (dotimes (i n)
-          (write-object ss (car c))
+          (let ((x (car c)))
+            ;; fixnums, the commonest elements, skip the general dispatch
+            (if (typep x 'fixnum)
+                (write-fixnum ob x)
+                (write-object ss x)))
           (setf c (cdr c))))
       (cond ((null tail) (return))
             ((and (consp tail) (ss-lists ss))

@@ -2,7 +2,7 @@
 
 (in-package #:binstore)
 
-(declaim (ftype function write-object read-object))
+(declaim (ftype function write-object))
 
 ;;; Integers ---------------------------------------------------------
 

@@ -4,15 +4,6 @@
 
 (in-package #:binstore)
 
-(defun read-object (rs)
-  "Read the next object."
-  (declare (type restore-state rs) (optimize speed))
-  (let ((tag (read-u8 (rs-ibuf rs))))
-    (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
-          ((>= tag +first-small-ref-tag+)
-           (object-by-id rs (- tag +first-small-ref-tag+)))
-          (t (read-tagged rs tag)))))
-
 (defun read-tagged (rs tag)
   "Read the object whose TAG (a type tag) was just consumed."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))

@@ -120,3 +120,19 @@ tracks objects; return OBJECT."
     (error 'limit-exceeded :limit :control-stack :value +max-physical-depth+
                            :offset (ibuf-offset (rs-ibuf rs))
                            :message "the input nests deeper than the control stack allows (binstore itself never writes more than +max-physical-depth+ levels)")))
+
+;;; Reading an object: the in-tag cases (small integers, small references)
+;;; are handled here, inline in every caller's loop; every other tag goes to
+;;; the dispatch in decoder.lisp.
+
+(declaim (ftype (function (restore-state (unsigned-byte 8)) t) read-tagged))
+
+(declaim (inline read-object))
+(defun read-object (rs)
+  "Read the next object."
+  (declare (type restore-state rs) (optimize speed))
+  (let ((tag (read-u8 (rs-ibuf rs))))
+    (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
+          ((>= tag +first-small-ref-tag+)
+           (object-by-id rs (- tag +first-small-ref-tag+)))
+          (t (read-tagged rs tag)))))
