@@ -60,12 +60,21 @@ longest encoding; otherwise character by character."
   (write-utf8-chars ob string 0 (length string)))
 
 (defun write-simple-base-string (ob s)
-  (declare (type simple-base-string s))
+  (declare (type simple-base-string s) (optimize speed))
   (let ((n (length s)))
-    (write-u8 ob +tag-base-string+)
-    (write-varint ob n)
-    (sb-sys:with-pinned-objects (s)
-      (write-octets-from-sap ob (sb-sys:vector-sap s) 0 n))))
+    (if (< n 128)
+        ;; short: tag, one-byte length and characters in one reservation
+        (let* ((p (reserve ob (+ n 2)))
+               (sap (obuf-sap ob)))
+          (setf (sb-sys:sap-ref-8 sap p) +tag-base-string+
+                (sb-sys:sap-ref-8 sap (1+ p)) n)
+          (dotimes (i n)
+            (setf (sb-sys:sap-ref-8 sap (+ p 2 i)) (char-code (schar s i)))))
+        (progn
+          (write-u8 ob +tag-base-string+)
+          (write-varint ob n)
+          (sb-sys:with-pinned-objects (s)
+            (write-octets-from-sap ob (sb-sys:vector-sap s) 0 n))))))
 
 (defun write-character-string (ob s)
   (write-u8 ob +tag-string+)
@@ -179,10 +188,24 @@ or NIL.  Eight bytes at a time."
     nil))
 
 (defun read-simple-base-string (rs)
+  (declare (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (n (check-count ib (read-varint ib) 1 "a base string")))
+    (declare (type index n))
     (charge rs n)
-    (register rs (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n))))
+    (let ((s (make-string n :element-type 'base-char)))
+      (if (and (< n 64) (<= n (available ib)))
+          ;; short and in the window: copy and check byte by byte
+          (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)))
+            (dotimes (i n)
+              (let ((b (sb-sys:sap-ref-8 sap (+ p i))))
+                (when (>= b #x80)
+                  (invalid ib "a byte above 127 in a base string" "ASCII"
+                           (+ (ibuf-offset ib) i)))
+                (setf (schar s i) (code-char b))))
+            (setf (ibuf-pos ib) (+ p n)))
+          (read-base-chars-into rs s 0 n))
+      (register rs s))))
 
 (defun read-character-string (rs)
   (register rs (read-string-payload rs)))

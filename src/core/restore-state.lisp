@@ -97,6 +97,7 @@ tracks objects; return OBJECT."
       (restore-invalid rs (format nil "reference to id ~d, which is not defined yet" id)
                        "an id defined earlier")))
 
+(declaim (inline charge))
 (defun charge (rs bytes)
   "Count BYTES of memory about to be allocated against max-to-read."
   (declare (type restore-state rs) (type unsigned-byte bytes))
