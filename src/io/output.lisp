@@ -54,7 +54,7 @@
 (declaim (inline reserve))
 (defun reserve (ob n)
   "Claim N bytes at the current position; return their offset from BASE."
-  (declare (type obuf ob) (type (integer 0 64) n) (optimize speed))
+  (declare (type obuf ob) (type (integer 0 256) n) (optimize speed))
   (let* ((p (obuf-pos ob)) (np (+ p n)))
     (when (> np (obuf-end ob))
       (make-room ob n)
