@@ -162,3 +162,22 @@ Restarts: DISCARD-SLOT (drop its values), USE-OTHER-SLOT (slot name).")
 by STORE-TO-SAP: the bytes written so far are copied to SAP, which has SIZE
 bytes, and storing carries on there."
   (invoke-restart (find-restart 'use-larger-space condition) sap size))
+
+;;; The readers of the conditions' slots.
+(loop for (reader doc) in
+      '((binstore-error-message "The text explaining a BINSTORE-ERROR.")
+        (unstorable-object-object "The object that could not be stored.")
+        (unstorable-object-path "Steps from the stored root to the unstorable object.")
+        (out-of-space-needed "Bytes known to be needed when the destination filled up.")
+        (limit-exceeded-limit "Which limit was reached: :max-to-read, :max-to-write, :max-depth or :control-stack.")
+        (limit-exceeded-value "The value of the limit that was reached.")
+        (restore-error-offset "Byte offset in the input where the problem was found.")
+        (invalid-input-expected "What the decoder expected to find at the offset.")
+        (unsupported-version-version "The format version the input's header names.")
+        (missing-package-name "The name of the package that does not exist.")
+        (missing-symbol-name "The name of the symbol that is not present.")
+        (missing-symbol-package "The package the symbol is not present in.")
+        (missing-class-name "The name of the class that does not exist.")
+        (missing-slot-class "The name of the class that lacks the slot.")
+        (missing-slot-name "The name of the stored slot the class lacks."))
+      do (setf (documentation reader 'function) doc))
