@@ -6,9 +6,18 @@
 
 ;;; Encoding to any output buffer -------------------------------------------
 
-(defun encode (ob data &key track-references support-shared-list-structures
-                            as-separate-objects output-magic-number output-end-marker
-                            max-depth store-class-slots)
+(defun encode-options (options)
+  "The keyword arguments of STORE or STORE-TO-SAP that ENCODE takes."
+  (loop for (key value) on options by #'cddr
+        unless (eq key :max-to-write) append (list key value)))
+
+(defun encode (ob data &key (track-references *track-references*)
+                            (support-shared-list-structures *support-shared-list-structures*)
+                            as-separate-objects
+                            (output-magic-number *output-magic-number*)
+                            (output-end-marker *output-end-marker*)
+                            (max-depth *max-depth*)
+                            (store-class-slots *store-class-slots*))
   "Write DATA (or, with AS-SEPARATE-OBJECTS, each element of the list DATA)
 to OB."
   (let* ((objects (if as-separate-objects data (list data)))
@@ -131,7 +140,8 @@ directory: a crash at any moment leaves the old file or the new one."
 
 ;;; Store ---------------------------------------------------------------------
 
-(defun store (place data &key (track-references *track-references*)
+(defun store (place data &rest options
+                         &key (track-references *track-references*)
                               (support-shared-list-structures *support-shared-list-structures*)
                               as-separate-objects
                               (output-magic-number *output-magic-number*)
@@ -142,8 +152,9 @@ directory: a crash at any moment leaves the old file or the new one."
   "Store DATA in PLACE and return the place (for NIL, the new vector).
 
 PLACE is NIL (a fresh (simple-array (unsigned-byte 8) (*)) is returned), an
-octet vector with a fill pointer (bytes are appended; an adjustable vector
-grows, a full non-adjustable one signals OUT-OF-SPACE), a string or pathname
+octet vector with a fill pointer (bytes are appended in place; the vector
+grows when they do not fit, and OUT-OF-SPACE is signalled only where it
+cannot), a string or pathname
 naming a file (replaced atomically: a temporary file in the same directory is
 written, synced and renamed), or a binary output stream.
 
@@ -152,14 +163,10 @@ the other; RESTORE returns them as multiple values.  The other keywords
 override the special variables of the same names (see their documentation):
 TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES, OUTPUT-MAGIC-NUMBER,
 OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
+  (declare (ignore track-references support-shared-list-structures as-separate-objects
+                   output-magic-number output-end-marker max-depth store-class-slots))
   (flet ((encode-to (ob)
-           (encode ob data :track-references track-references
-                           :support-shared-list-structures support-shared-list-structures
-                           :as-separate-objects as-separate-objects
-                           :output-magic-number output-magic-number
-                           :output-end-marker output-end-marker
-                           :max-depth max-depth
-                           :store-class-slots store-class-slots)))
+           (apply #'encode ob data (encode-options options))))
     (cond ((null place)
            (call-with-chunk-obuf max-to-write
                                  (lambda (ob) (encode-to ob) (chunks-to-vector ob))))
@@ -175,7 +182,8 @@ OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
                                           with a fill pointer, a file name or an output stream"
                                      place))))))
 
-(defun store-to-sap (sap size data &key (track-references *track-references*)
+(defun store-to-sap (sap size data &rest options
+                                   &key (track-references *track-references*)
                                         (support-shared-list-structures
                                          *support-shared-list-structures*)
                                         as-separate-objects
@@ -188,14 +196,10 @@ OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
 bytes written.  When they do not suffice, OUT-OF-SPACE is signalled with the
 restart USE-LARGER-SPACE (new-sap new-size), which copies what was written
 to the new region and carries on there.  Keywords as for STORE."
+  (declare (ignore track-references support-shared-list-structures as-separate-objects
+                   output-magic-number output-end-marker max-depth store-class-slots))
   (let ((ob (make-fixed-obuf (sb-sys:sap-int sap) size max-to-write :kind :sap)))
-    (encode ob data :track-references track-references
-                    :support-shared-list-structures support-shared-list-structures
-                    :as-separate-objects as-separate-objects
-                    :output-magic-number output-magic-number
-                    :output-end-marker output-end-marker
-                    :max-depth max-depth
-                    :store-class-slots store-class-slots)
+    (apply #'encode ob data (encode-options options))
     (obuf-total ob)))
 
 ;;; Restore -------------------------------------------------------------------

@@ -32,23 +32,32 @@
       (sb-kernel:complex-single-float
        (lambda (o) (sb-kernel:%raw-instance-ref/complex-single o i))))))
 
+(defun slot-access (class slotd)
+  "How a slot of CLASS is reached directly: (values :structure dsd) for a
+structure slot, (values :location index) for an instance slot of a standard
+object, or (values :slot-value name)."
+  (let ((name (sb-mop:slot-definition-name slotd)))
+    (cond ((typep class 'structure-class)
+           (values :structure
+                   (find name (sb-kernel:dd-slots (sb-kernel:find-defstruct-description
+                                                   (class-name class)))
+                         :key #'sb-kernel:dsd-name)))
+          ((and (typep class 'standard-class)
+                (integerp (sb-mop:slot-definition-location slotd)))
+           (values :location (sb-mop:slot-definition-location slotd)))
+          (t (values :slot-value name)))))
+
 (defun slot-reader (class slotd)
   "A function (instance) returning the value of SLOTD, or **UNSET** when the
 slot is unbound."
-  (let ((name (sb-mop:slot-definition-name slotd)))
-    (cond ((typep class 'structure-class)
-           (structure-slot-reader
-            (find name (sb-kernel:dd-slots (sb-kernel:find-defstruct-description
-                                            (class-name class)))
-                  :key #'sb-kernel:dsd-name)))
-          ((and (typep class 'standard-class)
-                (integerp (sb-mop:slot-definition-location slotd)))
-           (let ((location (sb-mop:slot-definition-location slotd)))
-             (lambda (o)
-               (let ((v (sb-mop:standard-instance-access o location)))
-                 (if (eq v sb-pcl:+slot-unbound+) **unset** v)))))
-          (t (lambda (o)
-               (if (slot-boundp o name) (slot-value o name) **unset**))))))
+  (multiple-value-bind (how where) (slot-access class slotd)
+    (ecase how
+      (:structure (structure-slot-reader where))
+      (:location (lambda (o)
+                   (let ((v (sb-mop:standard-instance-access o where)))
+                     (if (eq v sb-pcl:+slot-unbound+) **unset** v))))
+      (:slot-value (lambda (o)
+                     (if (slot-boundp o where) (slot-value o where) **unset**))))))
 
 (defun stored-slots (class kind store-class-slots)
   "The slot definitions of CLASS whose values are stored."
@@ -139,17 +148,11 @@ raw slots included.  The value's type is checked before it is called."
 
 (defun slot-setter (class slotd)
   "A function (instance value) that sets SLOTD of a fresh instance of CLASS."
-  (let ((name (sb-mop:slot-definition-name slotd)))
-    (cond ((typep class 'structure-class)
-           (structure-slot-setter
-            (find name (sb-kernel:dd-slots (sb-kernel:find-defstruct-description
-                                            (class-name class)))
-                  :key #'sb-kernel:dsd-name)))
-          ((and (typep class 'standard-class)
-                (integerp (sb-mop:slot-definition-location slotd)))
-           (let ((location (sb-mop:slot-definition-location slotd)))
-             (lambda (o v) (setf (sb-mop:standard-instance-access o location) v))))
-          (t (lambda (o v) (setf (slot-value o name) v))))))
+  (multiple-value-bind (how where) (slot-access class slotd)
+    (ecase how
+      (:structure (structure-slot-setter where))
+      (:location (lambda (o v) (setf (sb-mop:standard-instance-access o where) v)))
+      (:slot-value (lambda (o v) (setf (slot-value o where) v))))))
 
 (defun slot-ctype (slotd)
   "The slot's type, parsed once, or NIL when any value will do."

@@ -95,21 +95,6 @@ large store rebuilds it few times."
               ((eql key 0) (return -1)))
         (setf i (logand (1+ i) mask))))))
 
-(defun identity-table-add (table object id)
-  "Record that OBJECT, not in TABLE, has ID."
-  (declare (type identity-table table) (type (unsigned-byte 32) id) (optimize speed))
-  (grow-if-full table)
-  (identity-table-current table)
-  (let* ((keys (it-keys table))
-         (mask (it-mask table))
-         (i (address-slot object mask)))
-    (loop until (eql (svref keys i) 0)
-          do (setf i (logand (1+ i) mask)))
-    (setf (svref keys i) object
-          (aref (it-ids table) i) id)
-    (incf (it-count table))
-    id))
-
 (defun identity-table-get-or-add (table object id)
   "The id of OBJECT if it is in TABLE; otherwise add it with ID and return
 -1.  One probe where GET then ADD would take two."
@@ -128,3 +113,9 @@ large store rebuilds it few times."
                (incf (it-count table))
                (return -1)))
         (setf i (logand (1+ i) mask))))))
+
+(declaim (inline identity-table-add))
+(defun identity-table-add (table object id)
+  "Record that OBJECT, not in TABLE, has ID; return ID."
+  (identity-table-get-or-add table object id)
+  id)
