@@ -16,10 +16,13 @@
 ;;;; plus a memcpy reference (REPLACE between octet vectors of the output's
 ;;;; size).  Very short operations are repeated within a run (the run's time
 ;;;; divided by the repetitions) so the clock's resolution does not matter.
-;;;; Each round trip is checked once.  Results go to stdout and to
-;;;; bench/results/latest.md and latest.tsv, and a plot of the refs-mode
-;;;; throughput to bench/results/throughput.png (needs gnuplot).  Progress
-;;;; goes to *error-output*.
+;;;; Each round trip is checked once (a wrong one is marked WRONG); a data
+;;;; set x mode taking over *CELL-TIMEOUT* seconds is marked TIMEOUT.  The
+;;;; best peer figures and targets (bench/peers.lisp) are compared with.
+;;;; Results go to stdout and to bench/results/latest.md and latest.tsv, and
+;;;; a plot of the refs-mode throughput to bench/results/throughput.png
+;;;; (needs gnuplot; skipped with a note without it).  Progress goes to
+;;;; *error-output*.  A full run takes about 3-4 minutes on 2 cores.
 
 (in-package #:binstore-bench)
 
@@ -29,8 +32,11 @@
 (defparameter *min-run-seconds* 0.005d0
   "Operations faster than this are repeated within a run to reach it.")
 
-(defparameter *measure-budget* 20
+(defparameter *measure-budget* 10
   "Seconds after which a measurement stops adding runs (at least one is done).")
+
+(defparameter *cell-timeout* 90
+  "Seconds after which one data set x mode is abandoned (marked TIMEOUT).")
 
 (defparameter *baseline-runs* 2
   "Runs of the printer/reader baseline; the minimum is reported.")
@@ -240,37 +246,48 @@ that is impossible, wrong, or over the time allowances."
                      (setf (fill-pointer buffer) 0)
                      (apply #'binstore:store buffer data args))))))
 
+(defun add-problem (row format &rest args)
+  "Record a problem (text starting WRONG, ERROR or TIMEOUT) for ROW."
+  (let ((text (apply #'format nil format args)))
+    (setf (row-problem row)
+          (if (row-problem row) (format nil "~A; ~A" (row-problem row) text) text))))
+
 (defun run-cell (dataset mode data baseline)
-  "Measure DATA (the data set named DATASET) in MODE; returns a ROW."
+  "Measure DATA (the data set named DATASET) in MODE; returns a ROW.  A cell
+taking longer than *CELL-TIMEOUT* seconds is abandoned, so a pathologically
+slow core still lets the benchmark finish."
   (let* ((args (mode-store-args mode))
          (row (make-row :dataset dataset :mode mode :objects (object-count data)
                         :baseline baseline))
          (phase "store"))
     (handler-case
-        (let ((vec (apply #'binstore:store nil data args)))
-          (setf (row-bytes row) (length vec))
-          (multiple-value-bind (seconds runs)
-              (measure (lambda () (apply #'binstore:store nil data args)))
-            (setf (row-store row) seconds (row-runs row) runs))
-          (setf phase "check")
-          (multiple-value-bind (restored consed)
-              (bytes-consed-by (lambda () (binstore:restore vec)))
-            (setf (row-consed row) consed
-                  (row-problem row)
-                  (check-roundtrip data restored
-                                   :track (getf args :track-references)
-                                   :track-conses (getf args :support-shared-list-structures))))
-          (setf phase "store-into")
-          (measure-store-into row data args vec)
-          (setf phase "restore")
-          (setf (row-restore row) (measure (lambda () (binstore:restore vec))))
-          (setf (row-memcpy row) (memcpy-seconds (length vec)))
-          (when (dataset-option dataset :specialized)
-            (setf (row-payload row) (payload-bytes data))))
+        (sb-ext:with-timeout *cell-timeout*
+         (let ((vec (apply #'binstore:store nil data args)))
+           (setf (row-bytes row) (length vec))
+           (multiple-value-bind (seconds runs)
+               (measure (lambda () (apply #'binstore:store nil data args)))
+             (setf (row-store row) seconds (row-runs row) runs))
+           (setf phase "check")
+           (multiple-value-bind (restored consed)
+               (bytes-consed-by (lambda () (binstore:restore vec)))
+             (setf (row-consed row) consed)
+             (let ((problem (check-roundtrip data restored
+                                             :track (getf args :track-references)
+                                             :track-conses (getf args :support-shared-list-structures))))
+               (when problem
+                 (add-problem row "WRONG: ~A" problem))))
+           (setf phase "store-into")
+           (measure-store-into row data args vec)
+           (setf phase "restore")
+           (setf (row-restore row) (measure (lambda () (binstore:restore vec))))
+           (setf (row-memcpy row) (memcpy-seconds (length vec)))
+           (when (dataset-option dataset :specialized)
+             (setf (row-payload row) (payload-bytes data)))))
+      (sb-ext:timeout ()
+        (add-problem row "TIMEOUT: cell abandoned after ~D s (in ~A)" *cell-timeout* phase))
       (serious-condition (c)
-        (setf (row-problem row)
-              (format nil "~A signalled ~A: ~A" phase (type-of c)
-                      (remove #\Newline (princ-to-string c))))))
+        (add-problem row "ERROR: ~A signalled ~A: ~A" phase (type-of c)
+                     (remove #\Newline (princ-to-string c)))))
     row))
 
 ;;; Derived figures.
@@ -339,7 +356,7 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
         (t (format nil "~Ax slower" (fmt (/ factor) 2)))))
 
 (defun check-text (row)
-  (cond ((row-problem row) (format nil "**WRONG: ~A**" (row-problem row)))
+  (cond ((row-problem row) (format nil "**~A**" (row-problem row)))
         ((row-notes row) (format nil "ok; ~{~A~^; ~}" (row-notes row)))
         (t "ok")))
 
@@ -432,7 +449,7 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
         (format stream "~{- ~A~%~}" (reverse misses))
         (format stream "None.~%")))
   (let ((wrong (remove-if-not #'row-problem rows)))
-    (format stream "~%## Round trips~%~%~:[All ~D round trips checked ok.~;~:*~{- **WRONG** ~A~%~}~]~%"
+    (format stream "~%## Round trips and failures~%~%~:[All ~D round trips checked ok.~;~:*~{- **~A**~%~}~]~%"
             (mapcar (lambda (row) (format nil "~A/~A: ~A" (row-dataset row) (row-mode row)
                                           (row-problem row)))
                     wrong)
@@ -456,7 +473,9 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
             ("store_obj_s" ,(lambda (r) (per-second (row-objects r) (row-store r))))
             ("restore_obj_s" ,(lambda (r) (per-second (row-objects r) (row-restore r))))
             ("runs" ,#'row-runs)
-            ("roundtrip" ,(lambda (r) (if (row-problem r) "WRONG" "ok")))
+            ("roundtrip" ,(lambda (r) (if (row-problem r)
+                                          (subseq (row-problem r) 0 (position #\: (row-problem r)))
+                                          "ok")))
             ("problem" ,(lambda (r) (or (row-problem r) (format nil "~{~A~^; ~}" (row-notes r)))))
             ("print_ms" ,(lambda (r) (let ((b (row-baseline r))) (and b (ms (baseline-print-s b))))))
             ("read_ms" ,(lambda (r) (let ((b (row-baseline r))) (and b (ms (baseline-read-s b))))))

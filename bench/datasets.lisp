@@ -1,7 +1,8 @@
-;;;; The standard benchmark data sets (see bench-datasets in the project
-;;;; notes): one generator per data set, each drawing from its own random
-;;;; state seeded with the same fixed seed, so a data set is identical
-;;;; whichever other sets are run and in whatever order.
+;;;; The standard benchmark data sets (the names, shapes and sizes the Lisp
+;;;; serializers are compared on): one generator per data set, each drawing
+;;;; from its own random state seeded with the same fixed seed, so a data set
+;;;; is identical whichever other sets are run and in whatever order.  Also
+;;;; the cheap round-trip check used by the benchmark.
 
 (defpackage #:binstore-bench
   (:use #:common-lisp)

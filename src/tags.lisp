@@ -68,7 +68,8 @@ every type tag to its name (for the inspector and error messages)."
   (+tag-tracking+ #x23)             ; 1 byte: which objects get ids (see below)
   (+tag-header+ #x24)               ; "BST", varint format version
   (+tag-end+ #x25)                  ; end marker
-  (+tag-cons-ref+ #x26))            ; varint cons id: the cons with that id
+  (+tag-cons-ref+ #x26)             ; varint cons id: the cons with that id
+  (+tag-int64-list+ #x27))          ; n, n 8-byte integers: a proper list of them
 
 ;;; Tracking flags, the byte after +tag-tracking+.  Whatever they say,
 ;;; symbols, packages and class descriptors get ids.  A stream without the

@@ -38,6 +38,8 @@
     ((1 2) (#x02 #x02 #x71 #x72))
     ((1 . 2) (#x04 #x71 #x72))
     ((1 2 . 3) (#x03 #x02 #x71 #x72 #x73))
+    (,(list (expt 2 40) (expt 2 41)) (#x27 #x02 0 0 0 0 0 1 0 0 0 0 0 0 0 2 0 0))
+    (,(list (expt 2 40) 1) (#x02 #x02 #x09 0 0 0 0 0 1 0 0 #x71))
     (,(coerce "hi" 'simple-base-string) (#x12 #x02 #x68 #x69))
     (,(coerce "aα" '(simple-array character (*))) (#x13 #x02 #x61 #xCE #xB1))
     (:foo (#x18 #x03 #x46 #x4F #x4F))

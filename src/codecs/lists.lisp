@@ -16,7 +16,11 @@
 
 (in-package #:binstore)
 
-(declaim (ftype function write-container-object))
+(declaim (inline list-tag-p))
+(defun list-tag-p (tag)
+  "True for the tags that begin a run of conses."
+  (or (= tag +tag-list+) (= tag +tag-dotted-list+) (= tag +tag-cons+)
+      (= tag +tag-int64-list+)))
 
 (defun circular-list-error (list)
   (error 'store-error
@@ -51,11 +55,24 @@ their ids here (the decoder gives them theirs when it allocates the run)."
                      (when (eq fast c) (circular-list-error list)))))
         (values n c))))
 
+(defun int64-run-p (list n)
+  "True when the N cars of LIST are all integers that need the 8-byte form:
+then writing them packed saves their tag bytes."
+  (declare (type index n) (optimize speed))
+  (loop repeat n
+        for c = list then (cdr c)
+        always (let ((x (car c)))
+                 (and (typep x '(signed-byte 63)) (not (typep x '(signed-byte 32)))))))
+
 (defun write-list-header (ss list)
-  "Write the tag and length of the run at LIST; return (n . tail) for the contents."
+  "Write the tag and length of the run at LIST; return (n . tail) for the
+contents, where a tail of :INT64 marks a packed run of integers."
   (let ((ob (ss-obuf ss)))
     (multiple-value-bind (n tail) (list-run ss list)
-      (cond ((null tail) (write-u8 ob +tag-list+) (write-varint ob n))
+      (cond ((and (null tail) (> n 1) (not (ss-lists ss)) (int64-run-p list n))
+             (write-u8 ob +tag-int64-list+) (write-varint ob n)
+             (setf tail :int64))
+            ((null tail) (write-u8 ob +tag-list+) (write-varint ob n))
             ((= n 1) (write-u8 ob +tag-cons+))
             (t (write-u8 ob +tag-dotted-list+) (write-varint ob n)))
       (cons n tail))))
@@ -64,6 +81,11 @@ their ids here (the decoder gives them theirs when it allocates the run)."
   "Write the cars of the run at LIST, then its tail.  A tail that starts a new
 run (a cons written before becomes a reference) is written here too, in a
 loop rather than by recursion."
+  (when (eq (cdr info) :int64)
+    (loop repeat (car info)
+          for c = list then (cdr c)
+          do (write-s64 (ss-obuf ss) (car c)))
+    (return-from write-list-contents))
   (loop
     (destructuring-bind (n . tail) info
       (declare (type index n))
@@ -91,7 +113,8 @@ tracks conses); return it and its tag (the fill info)."
   (let* ((ib (rs-ibuf rs))
          (n (if (= tag +tag-cons+)
                 1
-                (check-count ib (read-varint ib) 1 "a list"))))
+                (check-count ib (read-varint ib) (if (= tag +tag-int64-list+) 8 1)
+                             "a list"))))
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
     (charge rs (* 16 n))
@@ -104,6 +127,10 @@ tracks conses); return it and its tag (the fill info)."
   "Read the cars of RUN, then (for a dotted run) its tail, following runs
 of runs iteratively."
   (declare (type restore-state rs))
+  (when (= tag +tag-int64-list+)
+    (let ((ib (rs-ibuf rs)))
+      (loop for c on run do (setf (car c) (read-s64 ib))))
+    (return-from fill-list))
   (loop
     (let ((last run))
       (loop for c on run
@@ -113,7 +140,7 @@ of runs iteratively."
         (return))
       (let* ((ib (rs-ibuf rs))
              (next-tag (peek-u8 ib)))
-        (if (member next-tag (list +tag-list+ +tag-dotted-list+ +tag-cons+))
+        (if (list-tag-p next-tag)
             (progn
               (read-u8 ib)
               (multiple-value-bind (next info) (read-list-header rs next-tag)

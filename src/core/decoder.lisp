@@ -11,8 +11,8 @@
     (case tag
       (#.+tag-nil+ nil)
       (#.+tag-t+ t)
-      ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-simple-vector+
-        #.+tag-array+ #.+tag-hash-table+ #.+tag-instance+)
+      ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-int64-list+
+        #.+tag-simple-vector+ #.+tag-array+ #.+tag-hash-table+ #.+tag-instance+)
        (read-container rs tag))
       (#.+tag-uint8+ (read-u8 ib))
       (#.+tag-negint8+ (- -1 (read-u8 ib)))
@@ -45,15 +45,12 @@
 
 ;;; Containers ---------------------------------------------------------------
 
-(declaim (inline list-tag-p))
-(defun list-tag-p (tag)
-  (or (= tag +tag-list+) (= tag +tag-dotted-list+) (= tag +tag-cons+)))
-
 (defun read-container-header (rs tag)
   "Read the header of the container announced by TAG; return the new
 container and the information FILL-CONTAINER needs."
   (ecase tag
-    ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+) (read-list-header rs tag))
+    ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-int64-list+)
+     (read-list-header rs tag))
     (#.+tag-simple-vector+ (values (read-simple-vector-header rs) nil))
     (#.+tag-array+ (read-array-header rs))
     (#.+tag-hash-table+ (read-hash-table-header rs))
@@ -61,7 +58,8 @@ container and the information FILL-CONTAINER needs."
 
 (defun fill-container (rs tag object info)
   (ecase tag
-    ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+) (fill-list rs object info))
+    ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-int64-list+)
+     (fill-list rs object info))
     (#.+tag-simple-vector+ (fill-simple-vector rs object))
     (#.+tag-array+
      ;; a displaced array has no contents
@@ -85,8 +83,9 @@ container and the information FILL-CONTAINER needs."
   "LATER: a container header whose contents come in a FILL record, which
 names it by its rank among the LATER containers."
   (let ((tag (read-u8 (rs-ibuf rs))))
-    (unless (member tag (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-simple-vector+
-                              +tag-array+ +tag-hash-table+ +tag-instance+))
+    (unless (member tag (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-int64-list+
+                              +tag-simple-vector+ +tag-array+ +tag-hash-table+
+                              +tag-instance+))
       (restore-invalid rs (format nil "LATER before tag #x~2,'0x" tag) "a container tag"))
     (multiple-value-bind (object info) (read-container-header rs tag)
       ;; ids as for any container; a run of conses took its own
