@@ -74,13 +74,22 @@ tracks objects; return OBJECT."
       (register-always rs object)
       object))
 
+(defun grow-cons-refs (rs)
+  "Make room for more cons ids: a first vector sized from the input (a cons
+costs at least a byte of it), then doubling."
+  (let* ((old (rs-cons-refs rs))
+         (new (make-array (if (zerop (length old))
+                              (max 256 (min (available (rs-ibuf rs)) (* 4 1024 1024)))
+                              (* 2 (length old))))))
+    (replace new old)
+    (setf (rs-cons-refs rs) new)))
+
+(declaim (inline register-cons))
 (defun register-cons (rs cons)
   "Give CONS the next cons id."
   (let ((id (rs-next-cons-id rs)))
     (when (>= id (length (rs-cons-refs rs)))
-      (let ((new (make-array (max 256 (* 2 (length (rs-cons-refs rs)))))))
-        (replace new (rs-cons-refs rs))
-        (setf (rs-cons-refs rs) new)))
+      (grow-cons-refs rs))
     (setf (svref (rs-cons-refs rs) id) cons
           (rs-next-cons-id rs) (1+ id))
     cons))
