@@ -28,8 +28,15 @@
                                without support-shared-list-structures"
                           (brief (car list)))))
 
+(declaim (inline int64-element-p))
+(defun int64-element-p (x)
+  "True for an integer that needs the 8-byte form: a list of only such is
+written packed, without their tag bytes."
+  (and (typep x '(signed-byte 63)) (not (typep x '(signed-byte 32)))))
+
 (defun list-run (ss list)
-  "Length and tail of the run starting at the cons LIST.  With shared list
+  "Length and tail of the run starting at the cons LIST, and (without shared
+list structures) whether every car is an INT64-ELEMENT-P.  With shared list
 structures the run stops before a cons written already, and its conses get
 their ids here (the decoder gives them theirs when it allocates the run)."
   (declare (type cons list) (optimize speed))
@@ -42,34 +49,45 @@ their ids here (the decoder gives them theirs when it allocates the run)."
                  (incf n)
                  (setf c (cdr c)))
         (values n c))
-      ;; Count with a second pointer going twice as fast, to detect a cycle.
-      (let ((n 1) (c (cdr list)) (fast (cdr list)))
+      ;; Count with a second pointer going twice as fast, to detect a cycle,
+      ;; noting on the way whether every car needs the 8-byte integer form.
+      (let ((n 1) (c (cdr list)) (fast (cdr list))
+            (int64 (int64-element-p (car list))))
         (declare (type index n))
         (loop while (consp c)
               do (incf n)
+                 (when int64
+                   (setf int64 (int64-element-p (car c))))
                  (setf c (cdr c))
                  (when (consp fast)
                    (setf fast (cdr fast))
                    (when (consp fast)
                      (setf fast (cdr fast))
                      (when (eq fast c) (circular-list-error list)))))
-        (values n c))))
+        (values n c int64))))
 
-(defun int64-run-p (list n)
-  "True when the N cars of LIST are all integers that need the 8-byte form:
-then writing them packed saves their tag bytes."
+(defun write-int64-run (ob list n)
+  "Write the N cars of LIST, fixnums, as 8-byte integers: blocks of them go
+straight into the window with one bounds check each."
   (declare (type index n) (optimize speed))
-  (loop repeat n
-        for c = list then (cdr c)
-        always (let ((x (car c)))
-                 (and (typep x '(signed-byte 63)) (not (typep x '(signed-byte 32)))))))
+  (let ((c list))
+    (loop while (> n 0)
+          do (let* ((k (min n 512))
+                    (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob)))
+                    (sap (obuf-sap ob)))
+               (declare (type index k p))
+               (dotimes (i k)
+                 (setf (sb-sys:signed-sap-ref-64 sap (+ p (* 8 i))) (the fixnum (car c))
+                       c (cdr c)))
+               (setf (obuf-pos ob) (+ p (* 8 k)))
+               (decf n k)))))
 
 (defun write-list-header (ss list)
   "Write the tag and length of the run at LIST; return (n . tail) for the
 contents, where a tail of :INT64 marks a packed run of integers."
   (let ((ob (ss-obuf ss)))
-    (multiple-value-bind (n tail) (list-run ss list)
-      (cond ((and (null tail) (> n 1) (not (ss-lists ss)) (int64-run-p list n))
+    (multiple-value-bind (n tail int64) (list-run ss list)
+      (cond ((and (null tail) (> n 1) int64)
              (write-u8 ob +tag-int64-list+) (write-varint ob n)
              (setf tail :int64))
             ((null tail) (write-u8 ob +tag-list+) (write-varint ob n))
@@ -82,9 +100,7 @@ contents, where a tail of :INT64 marks a packed run of integers."
 run (a cons written before becomes a reference) is written here too, in a
 loop rather than by recursion."
   (when (eq (cdr info) :int64)
-    (loop repeat (car info)
-          for c = list then (cdr c)
-          do (write-s64 (ss-obuf ss) (car c)))
+    (write-int64-run (ss-obuf ss) list (car info))
     (return-from write-list-contents))
   (loop
     (destructuring-bind (n . tail) info

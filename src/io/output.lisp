@@ -51,6 +51,13 @@
   (clip-window ob)
   ob)
 
+(declaim (inline make-room-for))
+(defun make-room-for (ob n)
+  "Ensure N bytes can be written at POS (N may exceed what RESERVE takes)."
+  (declare (type obuf ob) (type index n))
+  (when (> (+ (obuf-pos ob) n) (obuf-end ob))
+    (make-room ob n)))
+
 (declaim (inline reserve))
 (defun reserve (ob n)
   "Claim N bytes at the current position; return their offset from BASE."
