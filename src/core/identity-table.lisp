@@ -82,18 +82,27 @@ large store rebuilds it few times."
     (rebuild-identity-table table (length (it-keys table))))
   table)
 
-(defun identity-table-get (table object)
-  "The id of OBJECT, or -1."
+(declaim (inline probe))
+(defun probe (table object)
+  "The index of OBJECT's slot in TABLE, or of the empty slot where it goes."
   (declare (type identity-table table) (optimize speed))
-  (identity-table-current table)
   (let* ((keys (it-keys table))
          (mask (it-mask table))
          (i (address-slot object mask)))
     (loop
       (let ((key (svref keys i)))
-        (cond ((eq key object) (return (aref (it-ids table) i)))
-              ((eql key 0) (return -1)))
-        (setf i (logand (1+ i) mask))))))
+        (when (or (eq key object) (eql key 0))
+          (return i)))
+      (setf i (logand (1+ i) mask)))))
+
+(defun identity-table-get (table object)
+  "The id of OBJECT, or -1."
+  (declare (type identity-table table) (optimize speed))
+  (identity-table-current table)
+  (let ((i (probe table object)))
+    (if (eql (svref (it-keys table) i) 0)
+        -1
+        (aref (it-ids table) i))))
 
 (defun identity-table-get-or-add (table object id)
   "The id of OBJECT if it is in TABLE; otherwise add it with ID and return
@@ -101,18 +110,13 @@ large store rebuilds it few times."
   (declare (type identity-table table) (type (unsigned-byte 32) id) (optimize speed))
   (grow-if-full table)
   (identity-table-current table)
-  (let* ((keys (it-keys table))
-         (mask (it-mask table))
-         (i (address-slot object mask)))
-    (loop
-      (let ((key (svref keys i)))
-        (cond ((eq key object) (return (aref (it-ids table) i)))
-              ((eql key 0)
-               (setf (svref keys i) object
+  (let ((i (probe table object)))
+    (if (eql (svref (it-keys table) i) 0)
+        (progn (setf (svref (it-keys table) i) object
                      (aref (it-ids table) i) id)
                (incf (it-count table))
-               (return -1)))
-        (setf i (logand (1+ i) mask))))))
+               -1)
+        (aref (it-ids table) i))))
 
 (declaim (inline identity-table-add))
 (defun identity-table-add (table object id)
