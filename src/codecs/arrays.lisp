@@ -117,6 +117,8 @@
 ;;; Simple vectors --------------------------------------------------------
 
 (defun write-simple-vector-header (ss v)
+  (when (plusp (length v))
+    (expect-tracked-elements ss (length v) (svref v 0)))
   (write-u8 (ss-obuf ss) +tag-simple-vector+)
   (write-varint (ss-obuf ss) (length v))
   nil)

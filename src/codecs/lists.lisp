@@ -87,6 +87,7 @@ straight into the window with one bounds check each."
 contents, where a tail of :INT64 marks a packed run of integers."
   (let ((ob (ss-obuf ss)))
     (multiple-value-bind (n tail int64) (list-run ss list)
+      (expect-tracked-elements ss n (car list))
       (cond ((and (null tail) (> n 1) int64)
              (write-u8 ob +tag-int64-list+) (write-varint ob n)
              (setf tail :int64))

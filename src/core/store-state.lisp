@@ -55,6 +55,16 @@
   (identity-table-add (ss-refs ss) cons
                       (prog1 (ss-next-cons-id ss) (incf (ss-next-cons-id ss)))))
 
+(defun expect-tracked-elements (ss n first)
+  "A container of N elements, the first FIRST, is about to be written: when
+objects are tracked and FIRST is of a tracked kind, its siblings probably
+are too, so make room for them in the table at once."
+  (when (and (ss-track ss) (> n 1000)
+             (not (typep first '(or fixnum character single-float symbol cons))))
+    ;; at most a million at once: beyond that, growing costs little in
+    ;; proportion, and a wrong guess must not cost much memory
+    (identity-table-expect (ss-refs ss) (min n 1000000))))
+
 (defun write-ref (ob id)
   "Write a back-reference to ID."
   (declare (type index id))
