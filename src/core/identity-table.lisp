@@ -19,7 +19,7 @@
   (count 0 :type fixnum)
   (epoch sb-kernel::*gc-epoch* :type cons))
 
-(defun make-identity-table (&optional (size 512))
+(defun make-identity-table (&optional (size 1024))
   (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
     (%make-identity-table :keys (make-array n :initial-element 0)
                           :ids (make-array n :element-type '(unsigned-byte 32))
@@ -69,11 +69,11 @@ the re-insertion means starting it again, in the same vectors."
 
 (declaim (inline grow-if-full))
 (defun grow-if-full (table)
-  "Double the table when it is 70% full.  Growing costs mostly the page
-faults of the new vectors, so the table is kept no larger than it must be."
+  "Keep the table at most half full (linear probing stays short); grow
+fourfold while it is small, so a large store rebuilds it few times."
   (let ((size (length (it-keys table))))
-    (when (> (* 10 (1+ (it-count table))) (* 7 size))
-      (rebuild-identity-table table (* 2 size)))))
+    (when (> (* 2 (1+ (it-count table))) size)
+      (rebuild-identity-table table (if (< size (expt 2 20)) (* 4 size) (* 2 size))))))
 
 (declaim (inline identity-table-current))
 (defun identity-table-current (table)
@@ -127,6 +127,6 @@ faults of the new vectors, so the table is kept no larger than it must be."
 (defun identity-table-expect (table n)
   "Make room for N more entries at once, sparing the rebuilds of growing
 step by step (each pays page faults on new vectors)."
-  (let ((needed (ceiling (* 10 (+ (it-count table) n)) 7)))
+  (let ((needed (* 2 (+ (it-count table) n))))
     (when (> needed (length (it-keys table)))
       (rebuild-identity-table table (ash 1 (integer-length needed))))))
