@@ -171,6 +171,7 @@ bytes, and storing carries on there."
         (out-of-space-needed "Bytes known to be needed when the destination filled up.")
         (limit-exceeded-limit "Which limit was reached: :max-to-read, :max-to-write, :max-depth or :control-stack.")
         (limit-exceeded-value "The value of the limit that was reached.")
+        (limit-exceeded-offset "Byte offset in the input, for limits reached while restoring.")
         (restore-error-offset "Byte offset in the input where the problem was found.")
         (invalid-input-expected "What the decoder expected to find at the offset.")
         (unsupported-version-version "The format version the input's header names.")

@@ -31,6 +31,7 @@
    #:limit-exceeded
    #:limit-exceeded-limit
    #:limit-exceeded-value
+   #:limit-exceeded-offset
    #:restore-error
    #:restore-error-offset
    #:invalid-input

@@ -50,11 +50,6 @@ one bounds check for a tag and its payload together."
       (dotimes (i (- nbytes (* 8 full-words)))
         (write-u8 ob (ldb (byte 8 (* 8 i)) last))))))
 
-(defun write-integer (ob n)
-  (if (typep n '(signed-byte 64))
-      (write-fixnum ob n)
-      (write-bignum ob n)))
-
 (defun octets->integer (ib nbytes)
   "Read NBYTES little-endian bytes as a non-negative integer.  Halves are
 combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."

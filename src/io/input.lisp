@@ -78,9 +78,6 @@
          (,accessor (ibuf-sap ib) p)))))
 
 (define-reader read-u8 1 sb-sys:sap-ref-8)
-(define-reader read-u16 2 sb-sys:sap-ref-16)
-(define-reader read-u32 4 sb-sys:sap-ref-32)
-(define-reader read-s8 1 sb-sys:signed-sap-ref-8)
 (define-reader read-s16 2 sb-sys:signed-sap-ref-16)
 (define-reader read-s32 4 sb-sys:signed-sap-ref-32)
 (define-reader read-s64 8 sb-sys:signed-sap-ref-64)

@@ -80,8 +80,6 @@ RESERVE runs before the window's address is taken, since it may move it."
          (setf (,accessor (obuf-sap ob) p) v)))))
 
 (define-writer write-u8 1 (unsigned-byte 8) sb-sys:sap-ref-8)
-(define-writer write-u16 2 (unsigned-byte 16) sb-sys:sap-ref-16)
-(define-writer write-u32 4 (unsigned-byte 32) sb-sys:sap-ref-32)
 (define-writer write-u64 8 (unsigned-byte 64) sb-sys:sap-ref-64)
 (define-writer write-s64 8 (signed-byte 64) sb-sys:signed-sap-ref-64)
 (define-writer write-single 4 single-float sb-sys:sap-ref-single)
