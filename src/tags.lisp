@@ -79,6 +79,11 @@ every type tag to its name (for the inspector and error messages)."
 (defconstant +track-objects+ 1)     ; every heap object but conses gets an id
 (defconstant +track-conses+ 2)      ; every cons gets an id too
 
+(defparameter +container-tags+
+  (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-int64-list+ +tag-simple-vector+
+        +tag-array+ +tag-hash-table+ +tag-instance+)
+  "The tags of containers: a header, then contents that may be deferred.")
+
 (defconstant +first-small-ref-tag+ #x40)
 (defconstant +small-ref-count+ 32)
 (defconstant +first-small-int-tag+ #x60)

@@ -11,9 +11,7 @@
     (case tag
       (#.+tag-nil+ nil)
       (#.+tag-t+ t)
-      ((#.+tag-list+ #.+tag-dotted-list+ #.+tag-cons+ #.+tag-int64-list+
-        #.+tag-simple-vector+ #.+tag-array+ #.+tag-hash-table+ #.+tag-instance+)
-       (read-container rs tag))
+      (#.+container-tags+ (read-container rs tag))
       (#.+tag-uint8+ (read-u8 ib))
       (#.+tag-negint8+ (- -1 (read-u8 ib)))
       (#.+tag-int16+ (read-s16 ib))
@@ -83,9 +81,7 @@ container and the information FILL-CONTAINER needs."
   "LATER: a container header whose contents come in a FILL record, which
 names it by its rank among the LATER containers."
   (let ((tag (read-u8 (rs-ibuf rs))))
-    (unless (member tag (list +tag-list+ +tag-dotted-list+ +tag-cons+ +tag-int64-list+
-                              +tag-simple-vector+ +tag-array+ +tag-hash-table+
-                              +tag-instance+))
+    (unless (member tag +container-tags+)
       (restore-invalid rs (format nil "LATER before tag #x~2,'0x" tag) "a container tag"))
     (multiple-value-bind (object info) (read-container-header rs tag)
       ;; ids as for any container; a run of conses took its own
