@@ -25,9 +25,10 @@
    (:module "state"
     :pathname "src/core"
     :depends-on ("io")
-    :components ((:file "identity-table")
+    :components ((:file "scratch")
+                 (:file "identity-table" :depends-on ("scratch"))
                  (:file "store-state" :depends-on ("identity-table"))
-                 (:file "restore-state")))
+                 (:file "restore-state" :depends-on ("scratch"))))
    (:module "codecs"
     :pathname "src/codecs"
     :depends-on ("state")

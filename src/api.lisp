@@ -43,6 +43,7 @@ to OB."
       (write-top-level-object ss object))
     (when output-end-marker
       (write-u8 ob +tag-end+))
+    (finish-store-state ss)
     ob))
 
 ;;; Places ------------------------------------------------------------------
@@ -205,10 +206,12 @@ to the new region and carries on there.  Keywords as for STORE."
 ;;; Restore -------------------------------------------------------------------
 
 (defun decode (ib max-to-read max-depth intern-symbols)
-  (values-list
-   (read-top-level (make-restore-state ib :max-depth max-depth
-                                          :intern-symbols intern-symbols
-                                          :max-alloc max-to-read))))
+  (let* ((rs (make-restore-state ib :max-depth max-depth
+                                    :intern-symbols intern-symbols
+                                    :max-alloc max-to-read))
+         (objects (read-top-level rs)))
+    (finish-restore-state rs)
+    (values-list objects)))
 
 (defun restore-from-stream (stream max-to-read max-depth intern-symbols)
   (call-with-stream-ibuf

@@ -19,6 +19,9 @@
    #:*store-class-slots*
    #:*intern-symbols*
    #:+format-version+
+   ;; Working memory kept between calls
+   #:*scratch-limit*
+   #:release-scratch
    ;; Conditions
    #:binstore-error
    #:binstore-error-message

@@ -44,9 +44,8 @@ their ids here (the decoder gives them theirs when it allocates the run)."
       (let ((n 1) (c (cdr list)))
         (declare (type index n))
         (remember-cons ss list)
-        (loop while (and (consp c) (< (written-id ss c) 0))
-              do (remember-cons ss c)
-                 (incf n)
+        (loop while (and (consp c) (remember-new-cons-p ss c))
+              do (incf n)
                  (setf c (cdr c)))
         (values n c))
       ;; Count with a second pointer going twice as fast, to detect a cycle,

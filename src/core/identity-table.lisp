@@ -37,35 +37,66 @@ apart from other objects) do not pile onto the same slots."
          (h (logand (* (ash a -12) #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF)))
     (logand (+ (ash (ash h -32) 8) (logand (ash a -4) 255)) mask)))
 
+(defconstant +smallest-kept-table+ (expt 2 16)
+  "Slots below which a table is not worth keeping for the next store.")
+
+(defun table-vectors (size)
+  "Empty keys and ids vectors of at least SIZE slots: the spare ones kept
+from an earlier store when they are large enough and not over sixteen times
+too large (clearing and scattering over a huge table would cost more than
+fresh memory), else new ones."
+  (let ((spare (and (>= size +smallest-kept-table+)
+                    (take-scratch +scratch-table+
+                                  (lambda (pair)
+                                    (<= size (length (car pair)) (* 16 size)))))))
+    (if spare
+        (values (car spare) (cdr spare))
+        (values (make-array size :initial-element 0)
+                (make-array size :element-type '(unsigned-byte 32))))))
+
+(defun release-identity-table (table)
+  "The store using TABLE is over: keep its vectors, cleared, for the next
+store when they are large enough to be worth it."
+  (let ((keys (it-keys table)))
+    (when (>= (length keys) +smallest-kept-table+)
+      (let ((bytes (* 12 (length keys))))
+        (when (<= bytes *scratch-limit*)
+          (fill keys 0)
+          (offer-scratch +scratch-table+ (cons keys (it-ids table)) bytes))))
+    ;; the table must not be used again: its vectors may now serve another
+    (setf (it-keys table) (make-array 0)
+          (it-ids table) (make-array 0 :element-type '(unsigned-byte 32))
+          (it-count table) 0 (it-mask table) 0)
+    nil))
+
 (defun rebuild-identity-table (table new-size)
-  "Re-insert every entry into fresh vectors of NEW-SIZE slots, at the
-positions the objects' current addresses give.  The vectors are allocated
+  "Re-insert every entry into empty vectors of (at least) NEW-SIZE slots, at
+the positions the objects' current addresses give.  The vectors are allocated
 before the GC epoch is read: allocating may collect, and a collection during
 the re-insertion means starting it again, in the same vectors."
   (declare (type identity-table table) (type (integer 64 #.(expt 2 40)) new-size)
            (optimize speed))
-  (let ((keys (make-array new-size :initial-element 0))
-        (ids (make-array new-size :element-type '(unsigned-byte 32)))
-        (mask (1- new-size)))
-    (declare (type (simple-array (unsigned-byte 32) (*)) ids))
-    (loop
-      (let ((epoch sb-kernel::*gc-epoch*)
-            (old-keys (it-keys table))
-            (old-ids (it-ids table)))
-        (declare (type (simple-array (unsigned-byte 32) (*)) old-ids))
-        (dotimes (i (length old-keys))
-          (let ((key (svref old-keys i)))
-            (unless (eql key 0)
-              (let ((j (address-slot key mask)))
-                (loop until (eql (svref keys j) 0)
-                      do (setf j (logand (1+ j) mask)))
-                (setf (svref keys j) key
-                      (aref ids j) (aref old-ids i))))))
-        (when (eq epoch sb-kernel::*gc-epoch*)
-          (setf (it-keys table) keys (it-ids table) ids
-                (it-mask table) mask (it-epoch table) epoch)
-          (return table))
-        (fill keys 0)))))
+  (multiple-value-bind (keys ids) (table-vectors new-size)
+    (declare (type simple-vector keys) (type (simple-array (unsigned-byte 32) (*)) ids))
+    (let ((mask (1- (length keys))))
+      (loop
+        (let ((epoch sb-kernel::*gc-epoch*)
+              (old-keys (it-keys table))
+              (old-ids (it-ids table)))
+          (declare (type (simple-array (unsigned-byte 32) (*)) old-ids))
+          (dotimes (i (length old-keys))
+            (let ((key (svref old-keys i)))
+              (unless (eql key 0)
+                (let ((j (address-slot key mask)))
+                  (loop until (eql (svref keys j) 0)
+                        do (setf j (logand (1+ j) mask)))
+                  (setf (svref keys j) key
+                        (aref ids j) (aref old-ids i))))))
+          (when (eq epoch sb-kernel::*gc-epoch*)
+            (setf (it-keys table) keys (it-ids table) ids
+                  (it-mask table) mask (it-epoch table) epoch)
+            (return table))
+          (fill keys 0))))))
 
 (declaim (inline grow-if-full))
 (defun grow-if-full (table)
@@ -104,6 +135,7 @@ fourfold while it is small, so a large store rebuilds it few times."
         -1
         (aref (it-ids table) i))))
 
+(declaim (inline identity-table-get-or-add))
 (defun identity-table-get-or-add (table object id)
   "The id of OBJECT if it is in TABLE; otherwise add it with ID and return
 -1.  One probe where GET then ADD would take two."

@@ -38,13 +38,26 @@
 
 (defun make-restore-state (ibuf &key max-depth intern-symbols max-alloc)
   (%make-restore-state :ibuf ibuf :max-depth max-depth
-                       ;; each id costs at least a byte of input: size the
-                       ;; id vector for a fair share of it, growing past that
-                       :refs (make-array (max 256 (min (ash (available ibuf) -4)
-                                                       (* 1024 1024))))
+                       :refs (or (take-scratch +scratch-refs+ (constantly t))
+                                 ;; each id costs at least a byte of input:
+                                 ;; start from a share of it, growing past that
+                                 (make-array (max 256 (min (ash (available ibuf) -5)
+                                                           (* 1024 1024)))))
                        :stack-floor (current-stack-floor)
                        :alloc-left max-alloc
                        :intern-symbols intern-symbols))
+
+(defun finish-restore-state (rs)
+  "The restore is complete: clear the vectors of objects by id (they must
+not keep the restored data alive) and keep them for the next restore."
+  (flet ((keep (kind vector used)
+           (when (> (length vector) 256)
+             (fill vector 0 :end used)
+             (offer-scratch kind vector (* 8 (length vector))))))
+    (keep +scratch-refs+ (rs-refs rs) (rs-next-id rs))
+    (keep +scratch-cons-refs+ (rs-cons-refs rs) (rs-next-cons-id rs))
+    (setf (rs-refs rs) (make-array 0) (rs-cons-refs rs) (make-array 0)
+          (rs-next-id rs) 0 (rs-next-cons-id rs) 0)))
 
 (defun restore-invalid (rs message &optional expected)
   (invalid (rs-ibuf rs) message expected))
@@ -78,9 +91,10 @@ tracks objects; return OBJECT."
   "Make room for more cons ids: a first vector sized from the input (a cons
 costs at least a byte of it), then doubling."
   (let* ((old (rs-cons-refs rs))
-         (new (make-array (if (zerop (length old))
-                              (max 256 (min (available (rs-ibuf rs)) (* 4 1024 1024)))
-                              (* 2 (length old))))))
+         (new (if (zerop (length old))
+                  (or (take-scratch +scratch-cons-refs+ (constantly t))
+                      (make-array (max 256 (min (available (rs-ibuf rs)) (* 4 1024 1024)))))
+                  (make-array (* 2 (length old))))))
     (replace new old)
     (setf (rs-cons-refs rs) new)))
 

@@ -37,7 +37,7 @@
                      :descriptors (make-hash-table :test 'eq)
                      :root root))
 
-(declaim (inline written-id remember remember-cons next-store-id))
+(declaim (inline written-id remember remember-cons remember-new-cons-p next-store-id))
 (defun written-id (ss object)
   "The id OBJECT was written with, or -1."
   (identity-table-get (ss-refs ss) object))
@@ -55,6 +55,14 @@
   (identity-table-add (ss-refs ss) cons
                       (prog1 (ss-next-cons-id ss) (incf (ss-next-cons-id ss)))))
 
+(defun remember-new-cons-p (ss cons)
+  "If CONS was not written before, give it the next cons id and return T;
+otherwise return NIL.  One probe of the table where asking then adding
+would take two."
+  (when (< (identity-table-get-or-add (ss-refs ss) cons (ss-next-cons-id ss)) 0)
+    (incf (ss-next-cons-id ss))
+    t))
+
 (defun expect-tracked-elements (ss n first)
   "A container of N elements, the first FIRST, is about to be written: when
 objects are tracked and FIRST is of a tracked kind, its siblings probably
@@ -64,6 +72,10 @@ are too, so make room for them in the table at once."
     ;; at most a million at once: beyond that, growing costs little in
     ;; proportion, and a wrong guess must not cost much memory
     (identity-table-expect (ss-refs ss) (min n 1000000))))
+
+(defun finish-store-state (ss)
+  "The store is complete: keep the identity table's memory for the next one."
+  (release-identity-table (ss-refs ss)))
 
 (defun write-ref (ob id)
   "Write a back-reference to ID."
