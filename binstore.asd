@@ -70,6 +70,7 @@
                (:file "golden" :depends-on ("package"))
                (:file "places" :depends-on ("compare" "generator"))
                (:file "hostile" :depends-on ("package"))
+               (:file "scratch" :depends-on ("compare"))
                (:file "fuzz" :depends-on ("package"))
                (:file "run" :depends-on ("package")))
   :perform (test-op (o c) (symbol-call :binstore-tests :run-all-and-exit)))

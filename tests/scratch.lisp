@@ -1,0 +1,64 @@
+;;;; Working memory kept between calls: a kept buffer must never carry
+;;;; anything from one call into the next, nor keep restored data alive.
+
+(in-package #:binstore-tests)
+
+(def-suite scratch :in all
+  :description "Buffers kept between calls start each call empty.")
+(in-suite scratch)
+
+(defun fresh-strings (n)
+  (loop for i below n collect (format nil "s~d" i)))
+
+(defun kept-buffer (kind)
+  "The buffer binstore keeps of KIND, or NIL."
+  (cdr (svref binstore::**scratch** kind)))
+
+(test kept-table-starts-empty
+  ;; A large store leaves its table behind; a store that follows, of data
+  ;; sharing objects with the first, must write exactly what it writes with
+  ;; nothing kept (a stale entry would turn a first occurrence into a
+  ;; reference to an id the second output never defined).
+  (let* ((strings (fresh-strings 100000))
+         (second (list (nth 5 strings) (nth 99999 strings) (nth 5 strings)))
+         (expected (progn (binstore:release-scratch)
+                          (binstore:store nil second))))
+    (dolist (lists '(nil t))
+      (binstore:store nil strings :support-shared-list-structures lists)
+      (is (not (null (kept-buffer binstore::+scratch-table+))))
+      (is (equalp expected (binstore:store nil second)))
+      (let ((restored (binstore:restore (binstore:store nil second))))
+        (is (equal second restored))
+        (is (eq (first restored) (third restored)))))))
+
+(test kept-id-vectors-hold-nothing
+  ;; After a restore, the id vectors kept for the next one are all zero, so
+  ;; they do not keep the restored objects alive, and a second restore
+  ;; reading other data resolves its references to its own objects.
+  (let* ((strings (fresh-strings 50000))
+         (data (list strings strings))
+         (bytes (binstore:store nil data :support-shared-list-structures t)))
+    (binstore:release-scratch)
+    (let ((restored (binstore:restore bytes)))
+      (is (eq (first restored) (second restored)))
+      (check-same data restored))
+    (dolist (kind (list binstore::+scratch-refs+ binstore::+scratch-cons-refs+))
+      (let ((kept (kept-buffer kind)))
+        (is (not (null kept)))
+        (is (every (lambda (x) (eql x 0)) kept))))
+    (let* ((other (vector (vector "x" "y") "z"))
+           (shared (list other other)))
+      (is (equalp shared (binstore:restore (binstore:store nil shared))))
+      (let ((restored (binstore:restore (binstore:store nil shared))))
+        (is (eq (first restored) (second restored)))))))
+
+(test scratch-limit-and-release
+  (binstore:release-scratch)
+  (let ((binstore:*scratch-limit* 0))
+    (binstore:store nil (fresh-strings 100000))
+    (is (null (kept-buffer binstore::+scratch-table+))))
+  (binstore:store nil (fresh-strings 100000))
+  (is (not (null (kept-buffer binstore::+scratch-table+))))
+  (is (plusp (binstore:release-scratch)))
+  (is (null (kept-buffer binstore::+scratch-table+)))
+  (is (zerop (binstore:release-scratch))))
