@@ -17,13 +17,15 @@
   (ids nil :type (simple-array (unsigned-byte 32) (*)))
   (mask 0 :type fixnum)
   (count 0 :type fixnum)
-  (epoch sb-kernel::*gc-epoch* :type cons))
+  (epoch sb-kernel::*gc-epoch* :type cons)
+  (scratch-kind +scratch-table+ :type fixnum)) ; which spare vectors it may use
 
-(defun make-identity-table (&optional (size 1024))
+(defun make-identity-table (&key (size 1024) (scratch-kind +scratch-table+))
   (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
     (%make-identity-table :keys (make-array n :initial-element 0)
                           :ids (make-array n :element-type '(unsigned-byte 32))
-                          :mask (1- n))))
+                          :mask (1- n)
+                          :scratch-kind scratch-kind)))
 
 (declaim (inline address-slot))
 (defun address-slot (object mask)
@@ -40,13 +42,13 @@ apart from other objects) do not pile onto the same slots."
 (defconstant +smallest-kept-table+ (expt 2 16)
   "Slots below which a table is not worth keeping for the next store.")
 
-(defun table-vectors (size)
+(defun table-vectors (size kind)
   "Empty keys and ids vectors of at least SIZE slots: the spare ones kept
 from an earlier store when they are large enough and not over sixteen times
 too large (clearing and scattering over a huge table would cost more than
 fresh memory), else new ones."
   (let ((spare (and (>= size +smallest-kept-table+)
-                    (take-scratch +scratch-table+
+                    (take-scratch kind
                                   (lambda (pair)
                                     (<= size (length (car pair)) (* 16 size)))))))
     (if spare
@@ -62,7 +64,7 @@ store when they are large enough to be worth it."
       (let ((bytes (* 12 (length keys))))
         (when (<= bytes *scratch-limit*)
           (fill keys 0)
-          (offer-scratch +scratch-table+ (cons keys (it-ids table)) bytes))))
+          (offer-scratch (it-scratch-kind table) (cons keys (it-ids table)) bytes))))
     ;; the table must not be used again: its vectors may now serve another
     (setf (it-keys table) (make-array 0)
           (it-ids table) (make-array 0 :element-type '(unsigned-byte 32))
@@ -76,7 +78,7 @@ before the GC epoch is read: allocating may collect, and a collection during
 the re-insertion means starting it again, in the same vectors."
   (declare (type identity-table table) (type (integer 64 #.(expt 2 40)) new-size)
            (optimize speed))
-  (multiple-value-bind (keys ids) (table-vectors new-size)
+  (multiple-value-bind (keys ids) (table-vectors new-size (it-scratch-kind table))
     (declare (type simple-vector keys) (type (simple-array (unsigned-byte 32) (*)) ids))
     (let ((mask (1- (length keys))))
       (loop

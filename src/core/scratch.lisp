@@ -16,14 +16,15 @@
 
 (defvar *scratch-limit* (* 64 1024 1024)
   "The largest working buffer, in bytes, binstore keeps between calls to
-reuse (one per kind: the store's identity table, the restore's object and
-cons vectors).  Reuse spares a large store or restore the page faults of
+reuse (one per kind: the store's tables of objects and of conses written,
+the restore's vectors of objects and of conses by id).  Reuse spares a large store or restore the page faults of
 fresh memory.  0 keeps nothing.  See RELEASE-SCRATCH.")
 
-(sb-ext:defglobal **scratch** (make-array 3 :initial-element nil)
+(sb-ext:defglobal **scratch** (make-array 4 :initial-element nil)
   "The spare buffer of each kind, as (bytes . buffer), or NIL.")
 
-(defconstant +scratch-table+ 0 "Kind: an identity table's (keys . ids) vectors.")
+(defconstant +scratch-table+ 0 "Kind: the (keys . ids) vectors of a store's table of objects.")
+(defconstant +scratch-cons-table+ 3 "Kind: the (keys . ids) vectors of a store's table of conses.")
 (defconstant +scratch-refs+ 1 "Kind: a restore's vector of objects by id.")
 (defconstant +scratch-cons-refs+ 2 "Kind: a restore's vector of conses by id.")
 

@@ -14,6 +14,10 @@
 (defstruct (store-state (:conc-name ss-) (:constructor %make-store-state))
   (obuf nil :type obuf)
   (refs nil :type identity-table)      ; object -> id, for what was written
+  ;; cons -> cons id (shared list structures).  A table of its own: conses
+  ;; live on pages of their own, and the two sequences of pages, hashed into
+  ;; one table, would collide in long runs.
+  (cons-refs nil :type (or null identity-table))
   (track nil)                          ; track-references
   (lists nil)                          ; support-shared-list-structures
   (next-id 0 :type index)              ; ids of objects other than conses
@@ -31,6 +35,8 @@
 (defun make-store-state (obuf &key track lists max-depth store-class-slots root)
   (%make-store-state :obuf obuf
                      :refs (make-identity-table)
+                     :cons-refs (and track lists
+                                     (make-identity-table :scratch-kind +scratch-cons-table+))
                      :track (and track t) :lists (and track lists t)
                      :max-depth max-depth
                      :store-class-slots store-class-slots
@@ -39,8 +45,11 @@
 
 (declaim (inline written-id remember remember-cons remember-new-cons-p next-store-id))
 (defun written-id (ss object)
-  "The id OBJECT was written with, or -1."
-  (identity-table-get (ss-refs ss) object))
+  "The id OBJECT was written with (a cons id for a cons), or -1."
+  (if (consp object)
+      (let ((conses (ss-cons-refs ss)))
+        (if conses (identity-table-get conses object) -1))
+      (identity-table-get (ss-refs ss) object)))
 
 (defun next-store-id (ss)
   "Take the next id."
@@ -52,14 +61,14 @@
 
 (defun remember-cons (ss cons)
   "CONS is part of a run being written: give it the next cons id."
-  (identity-table-add (ss-refs ss) cons
+  (identity-table-add (ss-cons-refs ss) cons
                       (prog1 (ss-next-cons-id ss) (incf (ss-next-cons-id ss)))))
 
 (defun remember-new-cons-p (ss cons)
   "If CONS was not written before, give it the next cons id and return T;
 otherwise return NIL.  One probe of the table where asking then adding
 would take two."
-  (when (< (identity-table-get-or-add (ss-refs ss) cons (ss-next-cons-id ss)) 0)
+  (when (< (identity-table-get-or-add (ss-cons-refs ss) cons (ss-next-cons-id ss)) 0)
     (incf (ss-next-cons-id ss))
     t))
 
@@ -75,7 +84,9 @@ are too, so make room for them in the table at once."
 
 (defun finish-store-state (ss)
   "The store is complete: keep the identity table's memory for the next one."
-  (release-identity-table (ss-refs ss)))
+  (release-identity-table (ss-refs ss))
+  (when (ss-cons-refs ss)
+    (release-identity-table (ss-cons-refs ss))))
 
 (defun write-ref (ob id)
   "Write a back-reference to ID."
