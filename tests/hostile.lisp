@@ -545,3 +545,28 @@ never instantiated (so not finalized) works."
              (is (eql 1 (slot-value back 'alpha)))
              (is (equal "two" (slot-value back 'beta)))))
       (setf (find-class name) nil))))
+
+;;; ------------------------------------------------------------------
+;;; Varints: every length decodes, wherever in the window it ends (the
+;;; one- and two-group forms are read inline unless the window ends within
+;;; them), and a redundant trailing zero group is refused.
+
+(defun decode-varint-at-end (octets)
+  "Decode the varint OCTETS placed at the very end of the input window."
+  (sb-sys:with-pinned-objects (octets)
+    (binstore::read-varint
+     (binstore::make-fixed-ibuf (sb-sys:sap-int (sb-sys:vector-sap octets))
+                                (length octets) nil))))
+
+(test varint-decoding
+  (dolist (n (list 0 1 127 128 129 16383 16384 (1- (expt 2 21)) (expt 2 21)
+                   (expt 2 35) (1- (expt 2 63)) (1- (expt 2 64))))
+    (let ((octets (hostile-varint n)))
+      ;; at the end of the window, and followed by more input
+      (is (= n (decode-varint-at-end (hostile-octets octets))))
+      (is (= n (decode-varint-at-end (hostile-octets octets 0 0))))))
+  (dolist (octets '((#x80 #x00) (#x81 #x00) (#xFF #x80 #x00)))
+    (signals binstore:invalid-input (decode-varint-at-end (hostile-octets octets)))
+    (signals binstore:invalid-input (decode-varint-at-end (hostile-octets octets 5))))
+  (signals binstore:truncated-input (decode-varint-at-end (hostile-octets #x80)))
+  (signals binstore:truncated-input (decode-varint-at-end (hostile-octets #xFF #xFF))))

@@ -96,11 +96,17 @@
   "Read an unsigned LEB128 varint of at most 64 bits."
   (declare (type ibuf ib) (optimize speed))
   (let ((p (ibuf-pos ib)))
-    (if (< p (ibuf-end ib))
+    (if (< (1+ p) (ibuf-end ib))
+        ;; one or two groups inline; longer ones, and a varint ending the
+        ;; window, take the general path
         (let ((byte (sb-sys:sap-ref-8 (ibuf-sap ib) p)))
           (if (< byte 128)
               (progn (setf (ibuf-pos ib) (1+ p)) byte)
-              (read-long-varint ib)))
+              (let ((next (sb-sys:sap-ref-8 (ibuf-sap ib) (1+ p))))
+                (if (< 0 next 128)
+                    (progn (setf (ibuf-pos ib) (+ p 2))
+                           (logior (logand byte #x7F) (ash next 7)))
+                    (read-long-varint ib)))))
         (read-long-varint ib))))
 
 (defun read-long-varint (ib)
@@ -108,19 +114,20 @@
   (declare (type ibuf ib) (optimize speed))
   (let ((start (ibuf-offset ib))
         (result 0) (shift 0))
-    (declare (type (unsigned-byte 64) result) (type (integer 0 70) shift))
+    ;; SHIFT stays within 63 (the tenth group, at 63, ends the varint or is
+    ;; refused), so the shifts below are machine shifts, not generic ASH
+    (declare (type (unsigned-byte 64) result) (type (integer 0 63) shift))
     (loop
       (let ((byte (read-u8 ib)))
         (when (and (= shift 63) (> byte 1))
           (invalid ib "varint does not fit in 64 bits" "a length or count" start))
-        (setf result (logior result (the (unsigned-byte 64)
-                                         (ash (logand byte #x7F) shift))))
+        (setf result (logior result (ldb (byte 64 0) (ash (logand byte #x7F) shift))))
         (when (< byte 128)
           (when (and (zerop byte) (> shift 0))
             (invalid ib "varint has a redundant trailing zero group"
                      "a minimal varint" start))
           (return result))
-        (incf shift 7)))))
+        (setf shift (+ shift 7))))))
 
 (defun read-octets-to-sap (ib dst-sap dst-offset count)
   "Copy COUNT input bytes to DST-SAP+DST-OFFSET (pinned by the caller)."
