@@ -128,6 +128,24 @@ several megabytes have been consed and the total is averaged."
         (to (make-array size :element-type '(unsigned-byte 8) :initial-element 0)))
     (values (measure (lambda () (copy-octets to from))))))
 
+(defun touch-fresh-memory (bytes)
+  "Allocate BYTES of octet vectors and write one byte in every 4 KiB page:
+the cost of fresh memory itself (after a full GC the kernel faults every page
+in again), which any restore allocating BYTES pays whatever it does."
+  (let ((kept '()))
+    (loop while (> bytes 0)
+          do (let* ((n (min bytes (* 1024 1024)))
+                    (v (make-array n :element-type '(unsigned-byte 8))))
+               (loop for i of-type fixnum from 0 below n by 4096
+                     do (setf (aref v i) 1))
+               (push v kept)
+               (decf bytes n)))
+    kept))
+
+(defun alloc-floor-seconds (bytes)
+  "Seconds TOUCH-FRESH-MEMORY takes for BYTES, each run after a full GC."
+  (values (measure (lambda () (touch-fresh-memory (max 1 (round bytes)))))))
+
 (defun element-bits (array)
   "Bits per element of ARRAY's data as laid out in memory."
   (let ((type (array-element-type array)))
@@ -216,7 +234,7 @@ that is impossible, wrong, or over the time allowances."
 (defstruct row
   "Figures for one data set in one mode; times in seconds, NIL if unknown."
   dataset mode objects bytes store into restore consed
-  runs problem notes memcpy payload baseline)
+  runs problem notes memcpy floor payload baseline)
 
 (defun add-note (row format &rest args)
   (setf (row-notes row)
@@ -285,6 +303,7 @@ slow core still lets the benchmark finish."
            (setf phase "restore")
            (setf (row-restore row) (measure (lambda () (binstore:restore vec))))
            (setf (row-memcpy row) (memcpy-seconds (length vec)))
+           (setf (row-floor row) (alloc-floor-seconds (row-consed row)))
            (when (dataset-option dataset :specialized)
              (setf (row-payload row) (payload-bytes data)))))
       (sb-ext:timeout ()
@@ -411,18 +430,24 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
                   (*read-eval* nil), minimum of up to ~D runs; the same figures serve every mode.  ~
                   memcpy: `replace` between octet vectors of the output's size.  Payload % = ~
                   bandwidth on the arrays' raw element bytes relative to memcpy (specialized-array sets); it ~
-                  can exceed 100% as `replace` is compiled Lisp, not libc's memcpy.~%~%"
+                  can exceed 100% as `replace` is compiled Lisp, not libc's memcpy.  ~
+                  Alloc floor: allocating as many bytes as one restore conses, as octet ~
+                  vectors, and touching each 4 KiB page, after a full GC: the page faults ~
+                  of fresh memory, which no restore of that much data avoids.~%~%"
           *baseline-runs*)
   (markdown-header stream '("data set" "mode" "print ms" "read ms" "store vs print"
                             "restore vs read" "memcpy GB/s" "store-into payload % memcpy"
-                            "restore payload % memcpy"))
+                            "restore payload % memcpy" "alloc floor ms" "restore / floor"))
   (dolist (row rows)
     (markdown-row stream
                   (append (list (row-dataset row) (row-mode row))
                           (baseline-cells row)
                           (list (fmt (memcpy-gb/s row))
                                 (fmt (payload-percent row (row-into row)))
-                                (fmt (payload-percent row (row-restore row)))))))
+                                (fmt (payload-percent row (row-restore row)))
+                                (fmt (ms (row-floor row)))
+                                (fmt (and (row-floor row) (row-restore row)
+                                          (/ (row-restore row) (row-floor row))))))))
   (format stream "~%## Against the best peers~%~%~
                   Peer figures are embedded from the peers' measurements (another run on a similar ~
                   machine: absolute times are noisy).  Ratio = binstore / best peer; targets: times ~
@@ -491,6 +516,7 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
             ("payload_bytes" ,#'row-payload)
             ("store_into_payload_pct_memcpy" ,(lambda (r) (payload-percent r (row-into r))))
             ("restore_payload_pct_memcpy" ,(lambda (r) (payload-percent r (row-restore r))))
+            ("alloc_floor_ms" ,(lambda (r) (ms (row-floor r))))
             ,@(loop for what in '("store" "store-into" "restore" "bytes")
                     for name = (substitute #\_ #\- what)
                     collect (list (format nil "~A_ratio_best_peer" name)
