@@ -51,9 +51,10 @@
   "The restore is complete: clear the vectors of objects by id (they must
 not keep the restored data alive) and keep them for the next restore."
   (flet ((keep (kind vector used)
-           (when (> (length vector) 256)
-             (fill vector 0 :end used)
-             (offer-scratch kind vector (* 8 (length vector))))))
+           (let ((bytes (* 8 (length vector))))
+             (when (< 2048 bytes (1+ *scratch-limit*))
+               (fill vector 0 :end used)
+               (offer-scratch kind vector bytes)))))
     (keep +scratch-refs+ (rs-refs rs) (rs-next-id rs))
     (keep +scratch-cons-refs+ (rs-cons-refs rs) (rs-next-cons-id rs))
     (setf (rs-refs rs) (make-array 0) (rs-cons-refs rs) (make-array 0)
