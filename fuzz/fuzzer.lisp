@@ -372,33 +372,32 @@ A cheap stand-in for real coverage: each tag byte must at least occur."
   "A random index into V (or up to EXTRA past its end)."
   (random (max 1 (+ (length v) extra)) rs))
 
-(defun mutate-flip-bits (v corpus rs)
-  (declare (ignore corpus))
+(defun edit-copy (v rs max-edits edit)
+  "A copy of V on which EDIT (called with the copy) made 1 to MAX-EDITS
+changes in place; V itself when it is empty."
   (let ((v (copy-seq v)))
     (when (plusp (length v))
-      (dotimes (i (1+ (random 4 rs)))
-        (let ((p (position-in v rs)))
-          (setf (aref v p) (logxor (aref v p) (ash 1 (random 8 rs)))))))
+      (dotimes (i (1+ (random max-edits rs)))
+        (funcall edit v)))
     v))
+
+(defun mutate-flip-bits (v corpus rs)
+  (declare (ignore corpus))
+  (edit-copy v rs 4 (lambda (v)
+                      (let ((p (position-in v rs)))
+                        (setf (aref v p) (logxor (aref v p) (ash 1 (random 8 rs))))))))
 
 (defun mutate-random-bytes (v corpus rs)
   (declare (ignore corpus))
-  (let ((v (copy-seq v)))
-    (when (plusp (length v))
-      (dotimes (i (1+ (random 4 rs)))
-        (setf (aref v (position-in v rs)) (random 256 rs))))
-    v))
+  (edit-copy v rs 4 (lambda (v) (setf (aref v (position-in v rs)) (random 256 rs)))))
 
 (defun mutate-interesting-bytes (v corpus rs)
   (declare (ignore corpus))
-  (let ((v (copy-seq v)))
-    (when (plusp (length v))
-      (dotimes (i (1+ (random 3 rs)))
-        (setf (aref v (position-in v rs))
-              (if (zerop (random 3 rs))
-                  (random (+ 2 *type-tag-count*) rs) ; a type tag, or just past them
-                  (pick *interesting-octets* rs)))))
-    v))
+  (edit-copy v rs 3 (lambda (v)
+                      (setf (aref v (position-in v rs))
+                            (if (zerop (random 3 rs))
+                                (random (+ 2 *type-tag-count*) rs) ; a type tag, or just past them
+                                (pick *interesting-octets* rs))))))
 
 (defun mutate-insert-bytes (v corpus rs)
   (declare (ignore corpus))
