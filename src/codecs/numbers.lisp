@@ -120,17 +120,22 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
     (register rs (/ num den))))
 
 (defun write-complex (ss x)
+  ;; Dispatch on the complex's own type, so that the float parts are read
+  ;; unboxed (REALPART of an unknown complex conses a fresh float).
+  (declare (optimize speed))
   (let ((ob (ss-obuf ss)))
-    (etypecase (realpart x)
-      (single-float
-       (write-u8 ob +tag-complex-single+)
-       (write-single ob (realpart x))
-       (write-single ob (imagpart x)))
-      (double-float
-       (write-u8 ob +tag-complex-double+)
-       (write-double ob (realpart x))
-       (write-double ob (imagpart x)))
-      (rational
+    (etypecase x
+      ((complex double-float)
+       (with-reserved (sap p ob 17)
+         (setf (sb-sys:sap-ref-8 sap p) +tag-complex-double+
+               (sb-sys:sap-ref-double sap (+ p 1)) (realpart x)
+               (sb-sys:sap-ref-double sap (+ p 9)) (imagpart x))))
+      ((complex single-float)
+       (with-reserved (sap p ob 9)
+         (setf (sb-sys:sap-ref-8 sap p) +tag-complex-single+
+               (sb-sys:sap-ref-single sap (+ p 1)) (realpart x)
+               (sb-sys:sap-ref-single sap (+ p 5)) (imagpart x))))
+      ((complex rational)
        (write-u8 ob +tag-complex-rational+)
        (write-object ss (realpart x))
        (write-object ss (imagpart x))))))
