@@ -21,7 +21,7 @@
   (depth-base 0 :type index)           ; logical depth where the current record starts
   (max-depth nil :type (or null index))
   (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
-  (alloc-left nil :type (or null integer)) ; bytes we may still allocate
+  (alloc-left nil :type (or null index)) ; bytes we may still allocate
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
   (scratch (make-string 64) :type (simple-array character (*))) ; names being looked up
@@ -44,7 +44,7 @@
                                  (make-array (max 256 (min (ash (available ibuf) -5)
                                                            (* 1024 1024)))))
                        :stack-floor (current-stack-floor)
-                       :alloc-left max-alloc
+                       :alloc-left (and max-alloc (min max-alloc (- most-positive-fixnum 16)))
                        :intern-symbols intern-symbols))
 
 (defun finish-restore-state (rs)
@@ -127,11 +127,11 @@ costs at least a byte of it), then doubling."
   (declare (type restore-state rs) (type unsigned-byte bytes))
   (let ((left (rs-alloc-left rs)))
     (when left
-      (when (> bytes left)
-        (error 'limit-exceeded :limit :max-to-read :value (rs-alloc-left rs)
-                               :offset (ibuf-offset (rs-ibuf rs))
-                               :message "restoring would allocate more memory than max-to-read allows"))
-      (setf (rs-alloc-left rs) (- left bytes)))))
+      (if (<= bytes left)
+          (setf (rs-alloc-left rs) (- left bytes))
+          (error 'limit-exceeded :limit :max-to-read :value left
+                                 :offset (ibuf-offset (rs-ibuf rs))
+                                 :message "restoring would allocate more memory than max-to-read allows")))))
 
 (defun check-restore-depth (rs)
   "Refuse to nest deeper than max-depth, or than the control stack allows."
@@ -160,4 +160,6 @@ costs at least a byte of it), then doubling."
     (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
           ((>= tag +first-small-ref-tag+)
            (object-by-id rs (- tag +first-small-ref-tag+)))
+          ;; the commonest boxed leaf, allocated here without a call
+          ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
           (t (read-tagged rs tag)))))

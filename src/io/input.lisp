@@ -151,8 +151,7 @@ not possibly be backed by input before anything is allocated for them."
         (if limit (- limit (ibuf-offset ib)) most-positive-fixnum))
       (available ib)))
 
-(defun check-count (ib count min-bytes-each what)
-  "Signal unless COUNT items of at least MIN-BYTES-EACH bytes could follow."
+(defun check-count-slow (ib count min-bytes-each what)
   (declare (type (unsigned-byte 64) count) (type (rational 0) min-bytes-each))
   (when (> (* count min-bytes-each) (bytes-left-bound ib))
     (if (or (ibuf-cut-by-limit ib) (and (ibuf-refill-fn ib) (ibuf-limit ib)))
@@ -166,6 +165,18 @@ not possibly be backed by input before anything is allocated for them."
                                 what count (bytes-left-bound ib))
                :expected "a count the input can hold")))
   count)
+
+(declaim (inline check-count))
+(defun check-count (ib count min-bytes-each what)
+  "Signal unless COUNT items of at least MIN-BYTES-EACH bytes could follow.
+The common case, a count whose bytes are already in the window, is decided
+inline in fixnum arithmetic."
+  (declare (type (unsigned-byte 64) count) (type (rational 0) min-bytes-each))
+  (if (and (typep min-bytes-each '(integer 0 16))
+           (<= count (available ib))
+           (<= (* count min-bytes-each) (available ib)))
+      count
+      (check-count-slow ib count min-bytes-each what)))
 
 ;;; ------------------------------------------------------------------
 ;;; Source: a fixed region of memory.
