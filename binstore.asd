@@ -26,6 +26,7 @@
     :pathname "src/core"
     :depends-on ("io")
     :components ((:file "scratch")
+                 (:file "region" :depends-on ("scratch"))
                  (:file "identity-table" :depends-on ("scratch"))
                  (:file "store-state" :depends-on ("identity-table"))
                  (:file "restore-state" :depends-on ("scratch"))))
@@ -69,6 +70,7 @@
                (:file "random" :depends-on ("compare" "generator"))
                (:file "golden" :depends-on ("package"))
                (:file "places" :depends-on ("compare" "generator"))
+               (:file "list-output" :depends-on ("places"))
                (:file "hostile" :depends-on ("package"))
                (:file "scratch" :depends-on ("compare"))
                (:file "fuzz" :depends-on ("package"))

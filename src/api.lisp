@@ -54,23 +54,22 @@ to OB."
 
 (defstruct (vector-sink (:constructor make-vector-sink (vector)))
   vector
-  (direct nil))   ; bytes written in place before spilling to chunks, once spilled
+  (direct nil))   ; bytes written in place before spilling to a region, once spilled
 
 (defun vector-room (ob n)
   "The user's vector is full.  Not adjustable: OUT-OF-SPACE.  Adjustable:
-carry on in foreign chunks; STORE-INTO-VECTOR grows the vector once at the end."
+carry on in an output region; STORE-INTO-VECTOR grows the vector once at
+the end."
   (let ((sink (obuf-sink ob)))
     (if (not (adjustable-array-p (vector-sink-vector sink)))
         (let ((needed (+ (obuf-total ob) n)))
           (error 'out-of-space :needed needed
                                :message "the octet vector is not adjustable and is full"))
-        (progn
-          (setf (vector-sink-direct sink) (obuf-pos ob))
-          (incf (obuf-flushed ob) (obuf-pos ob))
-          (setf (obuf-pos ob) 0
-                (obuf-sink ob) (make-chunks)
-                (obuf-room-fn ob) #'chunks-room)
-          (chunks-room ob n)))))
+        ;; the region carries the held bytes: the vector keeps the rest
+        (let ((region (take-region (* 2 (+ n (held-bytes ob))))))
+          (when (< (region-size region) (+ n (held-bytes ob)))
+            (grow-region region (+ n (held-bytes ob))))
+          (setf (vector-sink-direct sink) (switch-to-region ob region))))))
 
 (defun store-into-vector (vector limit encode-fn)
   "Append to VECTOR, an octet vector with a fill pointer, writing in place."
@@ -85,22 +84,26 @@ carry on in foreign chunks; STORE-INTO-VECTOR grows the vector once at the end."
                (setf ob (%make-obuf :base (+ (sb-sys:sap-int (sb-sys:vector-sap data))
                                              data-start start)
                                     :capacity (- (array-total-size vector) start)
-                                    :limit limit :room-fn #'vector-room :sink sink))
+                                    :limit limit :room-fn #'vector-room :sink sink
+                                    :holdable t))
                (clip-window ob)
                (funcall encode-fn ob)))
            (let ((total (obuf-total ob))
                  (direct (vector-sink-direct sink)))
              (when direct
-               ;; spilled: grow once, then copy the spilled chunks after the direct part
+               ;; spilled: grow once, then copy the region after the direct part
                (setf vector (adjust-array vector (+ start total)))
                (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
                  (declare (ignore data-end))
                  (sb-sys:with-pinned-objects (data)
-                   (copy-chunks-to-sap ob (sb-sys:vector-sap data) (+ data-start start direct)))))
+                   (sb-kernel:system-area-ub8-copy (obuf-sap ob) 0
+                                                   (sb-sys:vector-sap data)
+                                                   (+ data-start start direct)
+                                                   (obuf-pos ob)))))
              (setf (fill-pointer vector) (+ start total))
              vector))
-      (when (and ob (chunks-p (obuf-sink ob)))
-        (free-chunks ob)))))
+      (when (and ob (region-p (obuf-sink ob)))
+        (give-back-region (obuf-sink ob))))))
 
 (defun file-mode-for (target)
   "The permission bits for a file written at TARGET: those of the file it
@@ -169,8 +172,8 @@ OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
   (flet ((encode-to (ob)
            (apply #'encode ob data (encode-options options))))
     (cond ((null place)
-           (call-with-chunk-obuf max-to-write
-                                 (lambda (ob) (encode-to ob) (chunks-to-vector ob))))
+           (call-with-region-obuf max-to-write
+                                  (lambda (ob) (encode-to ob) (region-to-vector ob))))
           ((octet-vector-with-fill-pointer-p place)
            (store-into-vector place max-to-write #'encode-to))
           ((or (stringp place) (pathnamep place))

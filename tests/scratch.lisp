@@ -12,7 +12,8 @@
 
 (defun kept-buffer (kind)
   "The buffer binstore keeps of KIND, or NIL."
-  (cdr (svref binstore::**scratch** kind)))
+  (let ((spare (svref binstore::**scratch** kind)))
+    (and spare (binstore::spare-buffer spare))))
 
 (test kept-table-starts-empty
   ;; A large store leaves its table behind; a store that follows, of data
@@ -62,3 +63,28 @@
   (is (plusp (binstore:release-scratch)))
   (is (null (kept-buffer binstore::+scratch-table+)))
   (is (zerop (binstore:release-scratch))))
+
+(test kept-output-region
+  ;; (STORE NIL ...) keeps its output region: the next store writes into it,
+  ;; and nothing of the previous output shows through in a shorter one.
+  (binstore:release-scratch)
+  (let ((long (make-list 300000 :initial-element "long output"))
+        (short (list 1 2 3)))
+    (let ((expected (binstore:store nil short)))
+      (binstore:store nil long)
+      (let ((region (kept-buffer binstore::+scratch-output+)))
+        (is (typep region 'binstore::region))
+        (is (>= (binstore::region-size region) (length (binstore:store nil long)))))
+      (is (equalp expected (binstore:store nil short)))
+      ;; a spilling vector takes the kept region too, and gives it back
+      (let ((vector (make-array 2 :element-type '(unsigned-byte 8) :fill-pointer 0 :adjustable t)))
+        (is (equalp expected (binstore:store vector short)))
+        (is (not (null (kept-buffer binstore::+scratch-output+))))))
+    (let ((binstore:*scratch-limit* 1000))
+      (binstore:release-scratch)
+      (binstore:store nil long)
+      (is (null (kept-buffer binstore::+scratch-output+)) "a region over the limit was kept"))
+    (binstore:store nil short)
+    (is (not (null (kept-buffer binstore::+scratch-output+))))
+    (is (plusp (binstore:release-scratch)))
+    (is (null (kept-buffer binstore::+scratch-output+)))))

@@ -121,6 +121,110 @@ loop rather than by recursion."
                    info (write-list-header ss tail)))
             (t (write-object ss tail) (return))))))
 
+;;; One walk ------------------------------------------------------------
+;;; A run's length precedes its cars, so the writer above walks each run
+;;; twice: to count, then to write.  Following cdrs is a chain of dependent
+;;; loads, and that second walk was half the time of storing a long list of
+;;; numbers.  When the output stays in memory (a HOLDABLE obuf), a run is
+;;; instead written in one walk behind a two-byte gap that the window holds
+;;; on to; with the length known at the end, the header goes into the gap,
+;;; after moving the contents when it needs more than two bytes (runs of
+;;; 128 conses or more).  The bytes are exactly those of the two walks.
+
+(defun one-walk-list-p (ss list)
+  "True when the run at LIST is written in one walk: conses are not
+tracked, the output is holdable, the run has more than one cons, and the
+first car is not of a tracked kind (for those the two walks size the
+identity table from the length first)."
+  (and (not (ss-lists ss))
+       (obuf-holdable (ss-obuf ss))
+       (consp (cdr list))
+       (not (and (ss-track ss) (tracked-kind-p (car list))))))
+
+(defun unpack-int64-cars (ob contents n)
+  "The N cars written from absolute offset CONTENTS were written packed (8
+bytes each, as in an INT64-LIST): give each its INT64 tag back."
+  (declare (type obuf ob) (type index contents n) (optimize speed))
+  (make-room-for ob n)                  ; may open a new window: offsets after
+  (let ((c (- contents (obuf-flushed ob)))
+        (sap (obuf-sap ob)))
+    (declare (type index c))
+    ;; backwards: each value moves to or past where it was read
+    (loop for i of-type fixnum from (1- n) downto 0
+          do (let ((v (sb-sys:sap-ref-64 sap (+ c (* 8 i)))))
+               (setf (sb-sys:sap-ref-64 sap (+ c (* 9 i) 1)) v
+                     (sb-sys:sap-ref-8 sap (+ c (* 9 i))) +tag-int64+)))
+    (setf (obuf-pos ob) (+ c (* 9 n)))))
+
+(defun write-cars-counting (ss list contents)
+  "Write the cars of the run at LIST from absolute offset CONTENTS; return
+its length, its tail, and whether the cars were written packed.  Cars are
+written packed while they are all INT64-ELEMENT-Ps, which every car of an
+INT64-LIST is; the first other car, or a dotted tail, unpacks them.  A
+circular list is caught by Brent's method: the cons reached at each
+power-of-two step is kept, and meeting it again means a cycle."
+  (declare (type store-state ss) (type cons list) (type index contents) (optimize speed))
+  (let ((ob (ss-obuf ss)) (n 0) (c list) (packed (int64-element-p (car list)))
+        (mark list) (lap 1))
+    (declare (type index n lap))
+    (loop
+      (let ((x (car c)))
+        (cond ((and packed (int64-element-p x))
+               (write-s64 ob x))
+              (t
+               (when packed
+                 (unpack-int64-cars ob contents n)
+                 (setf packed nil))
+               (if (typep x 'fixnum)
+                   (write-fixnum ob x)
+                   (write-object ss x)))))
+      (incf n)
+      (setf c (cdr c))
+      (unless (consp c)
+        (return))
+      (when (eq c mark)
+        (circular-list-error list))
+      (when (= n lap)
+        (setf mark c lap (* 2 lap))))
+    (when (and packed c)
+      (unpack-int64-cars ob contents n)
+      (setf packed nil))
+    (values n c packed)))
+
+(defun finish-one-walk-list (ob start n tail packed)
+  "Fill the two-byte gap at absolute offset START with the header of the
+run of N conses written after it, moving the contents when the header
+needs more room."
+  (declare (type obuf ob) (type index start n))
+  (let ((delta (- (1+ (varint-length n)) 2)))
+    (when (plusp delta)
+      ;; may open a new window, which carries the held bytes along
+      (make-room-for ob delta)
+      (let ((contents (- (+ start 2) (obuf-flushed ob))))
+        (move-window-bytes ob contents (+ contents delta) (- (obuf-pos ob) contents))
+        (incf (obuf-pos ob) delta)))
+    (let ((p (- start (obuf-flushed ob)))
+          (sap (obuf-sap ob)))
+      (setf (sb-sys:sap-ref-8 sap p) (cond (packed +tag-int64-list+)
+                                           ((null tail) +tag-list+)
+                                           (t +tag-dotted-list+)))
+      (put-varint sap (1+ p) n))))
+
+(defun write-list-in-one-walk (ss list)
+  "Write the run at LIST and its tail in one walk (see above)."
+  (let* ((ob (ss-obuf ss))
+         (start (obuf-total ob))
+         (outermost (null (obuf-hold ob))))
+    (when outermost
+      (setf (obuf-hold ob) start))
+    (reserve ob 2)
+    (multiple-value-bind (n tail packed) (write-cars-counting ss list (+ start 2))
+      (unless (null tail)
+        (write-object ss tail))
+      (finish-one-walk-list ob start n tail packed))
+    (when outermost
+      (setf (obuf-hold ob) nil))))
+
 ;;; Decoding -----------------------------------------------------------
 
 (defun read-list-header (rs tag)

@@ -114,6 +114,11 @@ deep; otherwise its header, then (with its id taken) its contents."
              (push (list x (prog1 (ss-next-later ss) (incf (ss-next-later ss)))
                          (+ (ss-depth ss) (ss-depth-base ss)) info)
                    (ss-deferred ss))))
+          ((and (consp x) (one-walk-list-p ss x))
+           (incf (ss-depth ss))
+           (check-store-depth ss)
+           (write-list-in-one-walk ss x)
+           (decf (ss-depth ss)))
           (t
            (let ((info (write-container-header ss x)))
              (when (and tracked (not (consp x)))

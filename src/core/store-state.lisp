@@ -72,12 +72,17 @@ would take two."
     (incf (ss-next-cons-id ss))
     t))
 
+(declaim (inline tracked-kind-p))
+(defun tracked-kind-p (x)
+  "True unless X is of a kind that never takes an id (or, for conses, takes
+one only with shared list structures)."
+  (not (typep x '(or fixnum character single-float symbol cons))))
+
 (defun expect-tracked-elements (ss n first)
   "A container of N elements, the first FIRST, is about to be written: when
 objects are tracked and FIRST is of a tracked kind, its siblings probably
 are too, so make room for them in the table at once."
-  (when (and (ss-track ss) (> n 1000)
-             (not (typep first '(or fixnum character single-float symbol cons))))
+  (when (and (ss-track ss) (> n 1000) (tracked-kind-p first))
     ;; at most a million at once: beyond that, growing costs little in
     ;; proportion, and a wrong guess must not cost much memory
     (identity-table-expect (ss-refs ss) (min n 1000000))))

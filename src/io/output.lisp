@@ -22,7 +22,13 @@
   (flushed 0 :type index)             ; bytes handed on before this window
   (limit nil :type (or null index))   ; max-to-write
   (room-fn nil :type function)        ; (lambda (obuf needed)) opens a new window
-  (sink nil))                         ; the sink's own state
+  (sink nil)                          ; the sink's own state
+  ;; Bytes from absolute offset HOLD on must stay in the window, to be
+  ;; rewritten: a sink whose HOLDABLE is true carries them into each new
+  ;; window.  Only in-memory sinks are holdable (a stream's staging buffer
+  ;; would have to grow with the held bytes).
+  (hold nil :type (or null index))
+  (holdable nil :type boolean))
 
 (declaim (inline obuf-sap obuf-total))
 (defun obuf-sap (ob) (sb-sys:int-sap (obuf-base ob)))
@@ -50,6 +56,30 @@
     (funcall (obuf-room-fn ob) ob n))
   (clip-window ob)
   ob)
+
+(defun open-window-carrying (ob address capacity)
+  "Make the CAPACITY bytes at ADDRESS the new window of OB: bytes from the
+hold on (none without a hold) are copied to its start, the rest count as
+handed on.  Return the end of the old window's part that was handed on."
+  (let* ((pos (obuf-pos ob))
+         (keep-from (if (obuf-hold ob)
+                        (- (obuf-hold ob) (obuf-flushed ob))
+                        pos))
+         (carried (- pos keep-from)))
+    (when (plusp carried)
+      (sb-kernel:system-area-ub8-copy (obuf-sap ob) keep-from
+                                      (sb-sys:int-sap address) 0 carried))
+    (incf (obuf-flushed ob) keep-from)
+    (setf (obuf-base ob) address
+          (obuf-pos ob) carried
+          (obuf-capacity ob) capacity)
+    keep-from))
+
+(defun held-bytes (ob)
+  "Bytes of the window a new window would have to carry."
+  (if (obuf-hold ob)
+      (- (obuf-total ob) (obuf-hold ob))
+      0))
 
 (declaim (inline make-room-for))
 (defun make-room-for (ob n)
@@ -99,17 +129,36 @@ RESERVE runs before the window's address is taken, since it may move it."
   (declare (type (unsigned-byte 64) n))
   (max 1 (ceiling (integer-length n) 7)))
 
+(defun put-varint (sap p n)
+  "Store N as an unsigned LEB128 varint at SAP+P (room checked by the
+caller); return the offset after it."
+  (declare (type index p) (type (unsigned-byte 64) n) (optimize speed))
+  (loop while (>= n 128)
+        do (setf (sb-sys:sap-ref-8 sap p) (logior #x80 (logand n #x7F)))
+           (setf n (ash n -7))
+           (incf p))
+  (setf (sb-sys:sap-ref-8 sap p) n)
+  (1+ p))
+
 (defun write-varint (ob n)
   "Write the non-negative integer N as an unsigned LEB128 varint."
   (declare (type obuf ob) (type (unsigned-byte 64) n) (optimize speed))
   (if (< n 128)
       (write-u8 ob n)
-      (let* ((p (reserve ob (varint-length n))) (sap (obuf-sap ob)))
-        (loop while (>= n 128)
-              do (setf (sb-sys:sap-ref-8 sap p) (logior #x80 (logand n #x7F)))
-                 (setf n (ash n -7))
-                 (incf p))
-        (setf (sb-sys:sap-ref-8 sap p) n))))
+      (let ((p (reserve ob (varint-length n))))
+        (put-varint (obuf-sap ob) p n))))
+
+(sb-alien:define-alien-routine ("memmove" %memmove) sb-alien:system-area-pointer
+  (destination sb-alien:system-area-pointer)
+  (source sb-alien:system-area-pointer)
+  (count sb-alien:unsigned-long))
+
+(defun move-window-bytes (ob from to count)
+  "Move COUNT bytes of the window from offset FROM to offset TO (the ranges
+may overlap; both lie within the window's capacity)."
+  (declare (type obuf ob) (type index from to count))
+  (assert (<= (+ (max from to) count) (obuf-capacity ob)))
+  (%memmove (sb-sys:sap+ (obuf-sap ob) to) (sb-sys:sap+ (obuf-sap ob) from) count))
 
 (defun write-octets-from-sap (ob src-sap src-offset count)
   "Copy COUNT bytes from SRC-SAP+SRC-OFFSET (pinned by the caller) to the output."
@@ -127,13 +176,7 @@ RESERVE runs before the window's address is taken, since it may move it."
                (decf count n)))))
 
 ;;; ------------------------------------------------------------------
-;;; Sink: growing list of foreign chunks, concatenated once at the end.
-;;; Used for (store nil ...) and as overflow for adjustable vectors.
-
-(defstruct (chunks (:constructor make-chunks ()))
-  (done '())                ; list of (address . length), newest first
-  (current 0 :type sb-ext:word)
-  (next-size 4096 :type index))
+;;; Foreign memory for staging buffers.
 
 (defun malloc-octets (n)
   (let ((sap (sb-alien:alien-sap (sb-alien:make-alien (sb-alien:unsigned 8) (max n 1)))))
@@ -143,58 +186,6 @@ RESERVE runs before the window's address is taken, since it may move it."
 
 (defun free-octets (address)
   (sb-alien:free-alien (sb-alien:sap-alien (sb-sys:int-sap address) (* (sb-alien:unsigned 8)))))
-
-(defun chunks-room (ob n)
-  (let ((c (obuf-sink ob)))
-    (unless (zerop (chunks-current c))
-      (push (cons (chunks-current c) (obuf-pos ob)) (chunks-done c))
-      (incf (obuf-flushed ob) (obuf-pos ob)))
-    (let ((size (max n (chunks-next-size c))))
-      (setf (chunks-current c) 0)       ; nothing to free if malloc fails
-      (setf (chunks-current c) (malloc-octets size)
-            (chunks-next-size c) (min (* 2 size) (* 16 1024 1024))
-            (obuf-base ob) (chunks-current c)
-            (obuf-pos ob) 0
-            (obuf-capacity ob) size))))
-
-(defun make-chunk-obuf (limit)
-  (let ((ob (%make-obuf :room-fn #'chunks-room :sink (make-chunks) :limit limit)))
-    (chunks-room ob 0)
-    (clip-window ob)
-    ob))
-
-(defun chunk-list (ob)
-  "The written chunks, oldest first, as (address . length)."
-  (let ((c (obuf-sink ob)))
-    (reverse (if (zerop (chunks-current c))
-                 (chunks-done c)
-                 (cons (cons (chunks-current c) (obuf-pos ob)) (chunks-done c))))))
-
-(defun free-chunks (ob)
-  (let ((c (obuf-sink ob)))
-    (dolist (chunk (chunks-done c)) (free-octets (car chunk)))
-    (unless (zerop (chunks-current c)) (free-octets (chunks-current c)))
-    (setf (chunks-done c) '() (chunks-current c) 0)))
-
-(defun copy-chunks-to-sap (ob dst-sap dst-offset)
-  "Copy everything written to OB to DST-SAP starting at DST-OFFSET."
-  (dolist (chunk (chunk-list ob) dst-offset)
-    (sb-kernel:system-area-ub8-copy (sb-sys:int-sap (car chunk)) 0
-                                    dst-sap dst-offset (cdr chunk))
-    (incf dst-offset (cdr chunk))))
-
-(defun chunks-to-vector (ob)
-  "A fresh simple octet vector holding everything written to OB."
-  (let ((v (make-array (obuf-total ob) :element-type '(unsigned-byte 8))))
-    (sb-sys:with-pinned-objects (v)
-      (copy-chunks-to-sap ob (sb-sys:vector-sap v) 0))
-    v))
-
-(defun call-with-chunk-obuf (limit fn)
-  "Call FN with a chunk OBUF; free its memory however FN exits."
-  (let ((ob (make-chunk-obuf limit)))
-    (unwind-protect (funcall fn ob)
-      (free-chunks ob))))
 
 ;;; ------------------------------------------------------------------
 ;;; Sink: a fixed region of memory (store-to-sap, or a pinned octet vector).
@@ -220,7 +211,7 @@ RESERVE runs before the window's address is taken, since it may move it."
   "An OBUF writing straight into SIZE bytes at ADDRESS.  KIND :sap offers
 the USE-LARGER-SPACE restart when it is full; :vector does not."
   (let ((ob (%make-obuf :base address :capacity size :limit limit
-                        :room-fn #'fixed-room :sink kind)))
+                        :room-fn #'fixed-room :sink kind :holdable t)))
     (clip-window ob)
     ob))
 

@@ -1,0 +1,98 @@
+;;;; The output region: one growing block of foreign memory that (STORE NIL
+;;;; ...) writes into, and that an adjustable vector spills into when full.
+;;;;
+;;;; It is mapped with mmap and grown with mremap, which moves pages instead
+;;;; of copying bytes, so everything written keeps its offset: the obuf is
+;;;; holdable (see output.lisp) at no cost.  Like the tables, the largest
+;;;; region is kept between calls, so a repeated store writes into memory
+;;;; already faulted in.
+
+(in-package #:binstore)
+
+(defstruct (region (:constructor %make-region (address size)))
+  (address 0 :type sb-ext:word)
+  (size 0 :type index))
+
+(defconstant +region-granule+ (* 64 1024)
+  "Regions are mapped and grown in multiples of this many bytes.")
+
+(defconstant +mremap-maymove+ 1 "MREMAP_MAYMOVE from <sys/mman.h>.")
+
+(defun granules (n)
+  (* +region-granule+ (max 1 (ceiling n +region-granule+))))
+
+(defun region-failure (size errno)
+  (error 'store-error :message (format nil "cannot map ~d bytes for the output: ~a"
+                                       size (sb-int:strerror errno))))
+
+(defun map-region (size)
+  "A fresh region of at least SIZE bytes."
+  (let ((size (granules size)))
+    (handler-case
+        (%make-region (sb-sys:sap-int
+                       (sb-posix:mmap nil size
+                                      (logior sb-posix:prot-read sb-posix:prot-write)
+                                      (logior sb-posix:map-private sb-posix:map-anon)
+                                      -1 0))
+                      size)
+      (sb-posix:syscall-error (e)
+        (region-failure size (sb-posix:syscall-errno e))))))
+
+(defun unmap-region (region)
+  (sb-posix:munmap (sb-sys:int-sap (region-address region)) (region-size region)))
+
+(defun grow-region (region size)
+  "Grow REGION to at least SIZE bytes, keeping its contents (it may move)."
+  (let* ((new-size (granules size))
+         (address (sb-alien:alien-funcall
+                   (sb-alien:extern-alien "mremap" (function sb-alien:unsigned-long
+                                                             sb-alien:unsigned-long
+                                                             sb-alien:unsigned-long
+                                                             sb-alien:unsigned-long
+                                                             sb-alien:int))
+                   (region-address region) (region-size region) new-size +mremap-maymove+)))
+    (when (= address (ldb (byte 64 0) -1))  ; MAP_FAILED
+      (region-failure new-size (sb-alien:get-errno)))
+    (setf (region-address region) address
+          (region-size region) new-size)))
+
+(defun take-region (size)
+  "The kept region if there is one, else a fresh one of at least SIZE bytes."
+  (or (take-scratch +scratch-output+ (constantly t))
+      (map-region size)))
+
+(defun give-back-region (region)
+  "Keep REGION for the next store, or unmap it."
+  (offer-scratch +scratch-output+ region (region-size region) #'unmap-region))
+
+(defun region-room (ob n)
+  "The region is full: at least double it."
+  (let ((region (obuf-sink ob)))
+    (grow-region region (max (* 2 (region-size region)) (+ (obuf-pos ob) n)))
+    (setf (obuf-base ob) (region-address region)
+          (obuf-capacity ob) (region-size region))))
+
+(defun switch-to-region (ob region)
+  "Carry on writing OB into REGION (the held bytes move along).  Return the
+number of bytes the old window keeps."
+  (let ((keep (open-window-carrying ob (region-address region) (region-size region))))
+    (setf (obuf-sink ob) region
+          (obuf-room-fn ob) #'region-room
+          (obuf-holdable ob) t)
+    keep))
+
+(defun call-with-region-obuf (limit fn)
+  "Call FN with an OBUF writing into a region, given back however FN exits."
+  (let* ((region (take-region +region-granule+))
+         (ob (%make-obuf :base (region-address region) :capacity (region-size region)
+                         :limit limit :room-fn #'region-room :sink region :holdable t)))
+    (clip-window ob)
+    (unwind-protect (funcall fn ob)
+      (give-back-region (obuf-sink ob)))))
+
+(defun region-to-vector (ob)
+  "A fresh simple octet vector holding everything written to OB."
+  (let ((v (make-array (obuf-pos ob) :element-type '(unsigned-byte 8))))
+    (sb-sys:with-pinned-objects (v)
+      (sb-kernel:system-area-ub8-copy (obuf-sap ob) 0 (sb-sys:vector-sap v) 0 (obuf-pos ob)))
+    v))

@@ -1,0 +1,131 @@
+;;;; Lists written in one walk (in-memory outputs) against lists written in
+;;;; two walks (streams): the bytes must be the same on every kind of place,
+;;;; wherever a window ends, at every length where the header grows.
+
+(in-package #:binstore-tests)
+
+(def-suite list-output :in all
+  :description "One-walk list writing: same bytes as two walks, on every output.")
+(in-suite list-output)
+
+(defun stream-bytes (data &rest options)
+  "DATA stored through a stream, where lists are written in two walks."
+  (let ((out (make-instance 'octet-output-stream)))
+    (apply #'binstore:store out data options)
+    (coerce (stream-octets out) '(simple-array (unsigned-byte 8) (*)))))
+
+(defun vector-bytes (data capacity &rest options)
+  "DATA stored into a fill-pointer vector of CAPACITY bytes (it spills into
+an output region when that is too small)."
+  (let ((vector (make-array capacity :element-type '(unsigned-byte 8)
+                                     :fill-pointer 0 :adjustable t)))
+    (apply #'binstore:store vector data options)
+    (coerce vector '(simple-array (unsigned-byte 8) (*)))))
+
+(defun sap-bytes (data size &rest options)
+  (call-with-foreign-octets
+   size
+   (lambda (sap)
+     (let* ((n (apply #'binstore:store-to-sap sap size data options))
+            (v (make-array n :element-type '(unsigned-byte 8))))
+       (dotimes (i n v)
+         (setf (aref v i) (sb-sys:sap-ref-8 sap i)))))))
+
+(defun check-one-walk-bytes (data &rest options)
+  "Every in-memory place writes exactly the stream's bytes for DATA, which
+round-trip; vectors too small for them spill at several points."
+  (let* ((expected (apply #'stream-bytes data options))
+         (n (length expected)))
+    (is (equalp expected (apply #'binstore:store nil data options)))
+    (is (equalp expected (apply #'sap-bytes data (+ n 16) options)))
+    (is (equalp expected (apply #'vector-bytes data (+ n 16) options)))
+    ;; spill points: at once, early, mid-way, in the last bytes
+    (dolist (capacity (remove-duplicates (list 1 3 (floor n 3) (floor n 2) (- n 2) n)))
+      (is (equalp expected (apply #'vector-bytes data (max 1 capacity) options))
+          "spilling after ~d bytes changed the output" capacity))
+    (check-same data (binstore:restore expected))))
+
+(defparameter *header-lengths* '(2 3 127 128 129 16383 16384 16385)
+  "Run lengths on both sides of each change of the varint's length.")
+
+(defun int64-value (i)
+  "An integer that needs the 8-byte form."
+  (+ (expt 2 40) i))
+
+(test one-walk-run-lengths
+  (dolist (n *header-lengths*)
+    (check-one-walk-bytes (loop for i below n collect (mod i 100)))
+    (check-one-walk-bytes (loop for i below n collect (int64-value i)))
+    (check-one-walk-bytes (loop for i below n collect (mod i 100))
+                          :track-references t)))
+
+(test one-walk-four-byte-header
+  ;; 2^21 conses: the header needs 4 bytes, two more than the gap
+  (let ((data (make-list (expt 2 21) :initial-element 7)))
+    (is (equalp (stream-bytes data) (binstore:store nil data)))))
+
+(test one-walk-packed-integers-unpacked
+  ;; cars written packed until one needs its tag after all
+  (dolist (n '(2 3 200 20000))
+    (check-one-walk-bytes (append (loop for i below (1- n) collect (int64-value i)) '(5)))
+    (check-one-walk-bytes (append (loop for i below (1- n) collect (int64-value i)) '("x")))
+    (check-one-walk-bytes (list* (int64-value 0) (int64-value 1)
+                                 (loop for i below n collect (mod i 7))))
+    ;; a dotted tail: an INT64-LIST is always proper
+    (check-one-walk-bytes (let ((l (loop for i below n collect (int64-value i))))
+                            (setf (cdr (last l)) 99)
+                            l))))
+
+(test one-walk-nested-and-dotted
+  (check-one-walk-bytes (loop for i below 3
+                              collect (loop for j below (+ 126 i) collect (int64-value j))))
+  (check-one-walk-bytes (loop for i below 40 collect (make-list (* 100 i) :initial-element i)))
+  (check-one-walk-bytes (list* 1 2 (make-list 300 :initial-element "s")))
+  (check-one-walk-bytes (let ((l (make-list 500 :initial-element 1.5f0)))
+                          (setf (cdr (last l)) "tail")
+                          l))
+  ;; shared strings among the cars take references
+  (let ((s "shared"))
+    (check-one-walk-bytes (list* 1 (make-list 400 :initial-element s))
+                          :track-references t)))
+
+(test one-walk-circular-lists
+  (dolist (place (list nil (make-array 10 :element-type '(unsigned-byte 8)
+                                          :fill-pointer 0 :adjustable t)))
+    (dolist (shape '((0 . 1) (0 . 2) (10 . 1) (3 . 1000) (1000 . 77)))
+      (destructuring-bind (prefix . cycle) shape
+        (let* ((loop-part (make-list cycle :initial-element 1))
+               (list (append (make-list prefix :initial-element 2) loop-part)))
+          (setf (cdr (last loop-part)) loop-part)
+          (signals binstore:store-error (binstore:store place list)))))))
+
+(test one-walk-max-to-write
+  ;; the limit also holds when only the header's growth crosses it
+  (let* ((data (make-list 1000 :initial-element 1))
+         (size (length (binstore:store nil data))))
+    (is (= size (length (binstore:store nil data :max-to-write size))))
+    (signals binstore:limit-exceeded (binstore:store nil data :max-to-write (1- size)))
+    (signals binstore:limit-exceeded
+      (binstore:store (make-array 4 :element-type '(unsigned-byte 8)
+                                    :fill-pointer 0 :adjustable t)
+                      data :max-to-write (1- size)))))
+
+(test one-walk-sap-out-of-space
+  ;; raw memory that ends inside a list: OUT-OF-SPACE, then USE-LARGER-SPACE
+  ;; carries on with the held bytes where they were
+  (let* ((data (loop for i below 5000 collect (int64-value i)))
+         (expected (stream-bytes data)))
+    (call-with-foreign-octets
+     64
+     (lambda (small)
+       (call-with-foreign-octets
+        (+ 64 (length expected))
+        (lambda (large)
+          (let ((written (handler-bind ((binstore:out-of-space
+                                          (lambda (c)
+                                            (binstore:use-larger-space
+                                             large (+ 64 (length expected)) c))))
+                           (binstore:store-to-sap small 64 data))))
+            (is (= written (length expected)))
+            (is (every (lambda (byte i) (= byte (sb-sys:sap-ref-8 large i)))
+                       expected (loop for i below written collect i))))))))))
