@@ -125,11 +125,15 @@
 
 (defun write-simple-vector-contents (ss v)
   (declare (type simple-vector v))
-  (let ((ob (ss-obuf ss)))
-    (loop for x across v
-          do (if (typep x 'fixnum)        ; the commonest elements, inline
-                 (write-fixnum ob x)
-                 (write-object ss x)))))
+  (let ((ob (ss-obuf ss)) (n (length v)) (i 0))
+    (declare (type index i))
+    (loop
+      ;; fixnums, the commonest elements, in blocks
+      (setf i (write-fixnum-elements ob v i n))
+      (when (>= i n)
+        (return))
+      (write-object ss (svref v i))
+      (incf i))))
 
 (defun read-simple-vector-header (rs)
   (let* ((ib (rs-ibuf rs))

@@ -13,26 +13,87 @@ one bounds check for a tag and its payload together."
           (,sap (obuf-sap ,ob)))
      ,@body))
 
+(defconstant +max-fixnum-bytes+ 9 "The most bytes an integer of 64 bits takes.")
+
+(declaim (inline put-fixnum))
+(defun put-fixnum (sap p n)
+  "Store the integer N, which fits in 64 signed bits, in its shortest form at
+SAP+P; return the offset after it.  The caller has made room for it."
+  (declare (type index p) (type (signed-byte 64) n))
+  (cond ((<= +smallest-in-tag-integer+ n +largest-in-tag-integer+)
+         (setf (sb-sys:sap-ref-8 sap p) (+ n +small-int-bias+))
+         (+ p 1))
+        ((<= 0 n 255)
+         (setf (sb-sys:sap-ref-8 sap p) +tag-uint8+
+               (sb-sys:sap-ref-8 sap (1+ p)) n)
+         (+ p 2))
+        ((<= -256 n -1)
+         (setf (sb-sys:sap-ref-8 sap p) +tag-negint8+
+               (sb-sys:sap-ref-8 sap (1+ p)) (- -1 n))
+         (+ p 2))
+        ((typep n '(signed-byte 16))
+         (setf (sb-sys:sap-ref-8 sap p) +tag-int16+
+               (sb-sys:signed-sap-ref-16 sap (1+ p)) n)
+         (+ p 3))
+        ((typep n '(signed-byte 32))
+         (setf (sb-sys:sap-ref-8 sap p) +tag-int32+
+               (sb-sys:signed-sap-ref-32 sap (1+ p)) n)
+         (+ p 5))
+        (t
+         (setf (sb-sys:sap-ref-8 sap p) +tag-int64+
+               (sb-sys:signed-sap-ref-64 sap (1+ p)) n)
+         (+ p 9))))
+
+(defun fixnum-bytes (n)
+  "Bytes PUT-FIXNUM stores for N."
+  (declare (type (signed-byte 64) n))
+  (cond ((<= +smallest-in-tag-integer+ n +largest-in-tag-integer+) 1)
+        ((<= -256 n 255) 2)
+        ((typep n '(signed-byte 16)) 3)
+        ((typep n '(signed-byte 32)) 5)
+        (t 9)))
+
+(defun write-fixnum-near-end (ob n)
+  "WRITE-FIXNUM when the window may not hold the widest form: reserve exactly."
+  (declare (type (signed-byte 64) n))
+  (let ((p (reserve ob (fixnum-bytes n))))  ; first: it may move the window
+    (put-fixnum (obuf-sap ob) p n)))
+
 (declaim (inline write-fixnum))
 (defun write-fixnum (ob n)
   "Write the integer N, which fits in 64 signed bits, in its shortest form."
   (declare (type (signed-byte 64) n))
-  (cond ((<= +smallest-in-tag-integer+ n +largest-in-tag-integer+)
-         (write-u8 ob (+ n +small-int-bias+)))
-        ((<= 0 n 255) (write-tag+u8 ob +tag-uint8+ n))
-        ((<= -256 n -1) (write-tag+u8 ob +tag-negint8+ (- -1 n)))
-        ((typep n '(signed-byte 16))
-         (with-reserved (sap p ob 3)
-           (setf (sb-sys:sap-ref-8 sap p) +tag-int16+
-                 (sb-sys:signed-sap-ref-16 sap (1+ p)) n)))
-        ((typep n '(signed-byte 32))
-         (with-reserved (sap p ob 5)
-           (setf (sb-sys:sap-ref-8 sap p) +tag-int32+
-                 (sb-sys:signed-sap-ref-32 sap (1+ p)) n)))
-        (t
-         (with-reserved (sap p ob 9)
-           (setf (sb-sys:sap-ref-8 sap p) +tag-int64+
-                 (sb-sys:signed-sap-ref-64 sap (1+ p)) n)))))
+  (let ((p (obuf-pos ob)))
+    (if (<= (+ p +max-fixnum-bytes+) (obuf-end ob))
+        (setf (obuf-pos ob) (put-fixnum (obuf-sap ob) p n))
+        (write-fixnum-near-end ob n))))
+
+(defun write-fixnum-elements (ob v start end)
+  "Write the elements of V from START below END for as long as they are
+fixnums; return the index of the first one not written.  Room is checked
+once per block, and the position kept in a register within it."
+  (declare (type obuf ob) (type simple-vector v) (type index start end)
+           (optimize speed))
+  (let ((i start))
+    (declare (type index i))
+    (loop
+      (when (or (>= i end) (not (typep (svref v i) 'fixnum)))
+        (return i))
+      (let* ((p (obuf-pos ob))
+             (block (min (- end i) (floor (- (obuf-end ob) p) +max-fixnum-bytes+))))
+        (declare (type index p block))
+        (if (zerop block)
+            ;; near the window's end: one at a time, with exact reservations
+            (progn (write-fixnum-near-end ob (svref v i))
+                   (incf i))
+            (let ((sap (obuf-sap ob)) (stop (+ i block)))
+              (loop while (< i stop)
+                    do (let ((x (svref v i)))
+                         (unless (typep x 'fixnum)
+                           (return))
+                         (setf p (put-fixnum sap p x))
+                         (incf i)))
+              (setf (obuf-pos ob) p)))))))
 
 (defun write-bignum (ob n)
   "Write an integer outside 64 signed bits: sign and magnitude, little-endian."
