@@ -142,9 +142,7 @@
     (make-array n)))
 
 (defun fill-simple-vector (rs v)
-  (declare (type simple-vector v))
-  (dotimes (i (length v) v)
-    (setf (svref v i) (read-object rs))))
+  (fill-elements rs v))
 
 ;;; Specialized simple vectors ---------------------------------------------
 

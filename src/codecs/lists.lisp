@@ -277,10 +277,7 @@ of runs iteratively."
       (loop for c on run do (setf (car c) (read-s64 ib))))
     (return-from fill-list))
   (loop
-    (let ((last run))
-      (loop for c on run
-            do (setf (car c) (read-object rs)
-                     last c))
+    (let ((last (fill-cars rs run)))
       (when (= tag +tag-list+)
         (return))
       (let* ((ib (rs-ibuf rs))

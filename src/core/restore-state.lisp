@@ -163,3 +163,66 @@ costs at least a byte of it), then doubling."
           ;; the commonest boxed leaf, allocated here without a call
           ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
           (t (read-tagged rs tag)))))
+
+;;; Runs of elements read in a loop: small integers, the commonest
+;;; elements, are taken straight from the window with the position kept in
+;;; a register (checked against the window's end each time); any other tag
+;;; goes through READ-OBJECT.
+
+(declaim (inline window-integer))
+(defun window-integer (sap p end)
+  "If the bytes at SAP+P (P below END) hold an integer of one or two bytes,
+its value and the offset after it; otherwise NIL."
+  (declare (type index p end))
+  (let ((tag (sb-sys:sap-ref-8 sap p)))
+    (cond ((>= tag +first-small-int-tag+)
+           (values (- tag +small-int-bias+) (+ p 1)))
+          ((>= (+ p 1) end) nil)
+          ((= tag +tag-uint8+)
+           (values (sb-sys:sap-ref-8 sap (+ p 1)) (+ p 2)))
+          ((= tag +tag-negint8+)
+           (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) (+ p 2)))
+          (t nil))))
+
+(defun fill-cars (rs run)
+  "Read the cars of RUN, a fresh proper list; return its last cons."
+  (declare (type restore-state rs) (type cons run) (optimize speed))
+  (let ((c run) (last run) (ib (rs-ibuf rs)))
+    (loop
+      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
+        (declare (type index p end))
+        (loop while (and (consp c) (< p end))
+              do (multiple-value-bind (value next) (window-integer sap p end)
+                   (unless value
+                     (return))
+                   (setf (car c) value
+                         last c
+                         c (cdr c)
+                         p next)))
+        (setf (ibuf-pos ib) p))
+      (unless (consp c)
+        (return last))
+      (setf (car c) (read-object rs)
+            last c
+            c (cdr c)))))
+
+(defun fill-elements (rs v)
+  "Read the elements of the fresh simple vector V; return V."
+  (declare (type restore-state rs) (type simple-vector v) (optimize speed))
+  (let ((i 0) (n (length v)) (ib (rs-ibuf rs)))
+    (declare (type index i))
+    (loop
+      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
+        (declare (type index p end))
+        (loop while (and (< i n) (< p end))
+              do (multiple-value-bind (value next) (window-integer sap p end)
+                   (unless value
+                     (return))
+                   (setf (svref v i) value
+                         p next)
+                   (incf i)))
+        (setf (ibuf-pos ib) p))
+      (when (>= i n)
+        (return v))
+      (setf (svref v i) (read-object rs))
+      (incf i))))
