@@ -61,6 +61,9 @@ vector): its id can be taken before it is written, in the same probe."
                    (write-fixnum ob x)
                    (tracked-simple-leaf (ss x) (write-bignum ob x))))
       (ratio (tracked-leaf (ss x) (write-ratio ss x)))
+      ;; float parts take no ids: one probe, as for a simple leaf
+      ((or (complex double-float) (complex single-float))
+       (tracked-simple-leaf (ss x) (write-complex ss x)))
       (complex (tracked-leaf (ss x) (write-complex ss x)))
       (array
        (cond ((general-t-array-p x) (write-container-object ss x))
