@@ -66,10 +66,8 @@ the end."
           (error 'out-of-space :needed needed
                                :message "the octet vector is not adjustable and is full"))
         ;; the region carries the held bytes: the vector keeps the rest
-        (let ((region (take-region (* 2 (+ n (held-bytes ob))))))
-          (when (< (region-size region) (+ n (held-bytes ob)))
-            (grow-region region (+ n (held-bytes ob))))
-          (setf (vector-sink-direct sink) (switch-to-region ob region))))))
+        (setf (vector-sink-direct sink)
+              (switch-to-region ob (take-region (* 2 (+ n (held-bytes ob)))))))))
 
 (defun store-into-vector (vector limit encode-fn)
   "Append to VECTOR, an octet vector with a fill pointer, writing in place."

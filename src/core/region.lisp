@@ -57,9 +57,12 @@
           (region-size region) new-size)))
 
 (defun take-region (size)
-  "The kept region if there is one, else a fresh one of at least SIZE bytes."
-  (or (take-scratch +scratch-output+ (constantly t))
-      (map-region size)))
+  "A region of at least SIZE bytes: the kept one (grown if it is smaller),
+else a fresh one."
+  (let ((kept (take-scratch +scratch-output+ (constantly t))))
+    (cond ((null kept) (map-region size))
+          ((< (region-size kept) size) (grow-region kept size) kept)
+          (t kept))))
 
 (defun give-back-region (region)
   "Keep REGION for the next store, or unmap it."
