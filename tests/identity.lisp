@@ -121,6 +121,39 @@
       (check-same data restored :conses t)
       (is (eq (aref restored 0) (first (aref restored 1)))))))
 
+(test conses-inside-runs
+  "The decoder fills a run's cons ids only when they are first referenced:
+references into the middle of runs, in any order, including from a car of
+the run being read, reach the right conses."
+  (let* ((long (loop for i below 300 collect i))
+         (other (list :a :b :c :d))
+         (picks '(250 3 299 0 120 121 4 250 1))
+         (data (list long other
+                     (mapcar (lambda (k) (nthcdr k long)) picks)
+                     (nthcdr 2 other) (nthcdr 1 other))))
+    ;; a car of OTHER that points further along OTHER
+    (setf (car other) (nthcdr 3 other))
+    (let ((restored (round-trip data :support-shared-list-structures t)))
+      (check-same data restored :conses t)
+      (loop for k in picks
+            for tail in (third restored)
+            do (is (eq (nthcdr k (first restored)) tail) "tail ~d is not shared" k))
+      (let ((other (second restored)))
+        (is (eq (car other) (nthcdr 3 other)))
+        (is (eq (fourth restored) (nthcdr 2 other)))
+        (is (eq (fifth restored) (nthcdr 1 other)))))))
+
+(test int64-runs-with-shared-list-structures
+  "Lists of 8-byte integers are written packed with shared list structures
+too, and their conses still take ids."
+  (let* ((big (list (expt 2 40) (- (expt 2 50)) (expt 2 61)))
+         (data (list big (cdr big)))
+         (bytes (binstore:store nil data :support-shared-list-structures t)))
+    (is (find binstore::+tag-int64-list+ bytes))
+    (let ((restored (binstore:restore bytes)))
+      (check-same data restored :conses t)
+      (is (eq (cdr (first restored)) (second restored))))))
+
 (test no-reference-tracking
   (let ((data (list 1 "two" (vector 3 (list 4.5d0 (expt 2 80))) (make-gen-point :x #p"/p")
                     (make-instance 'gen-node :left :l) (filled-table '(:k "v")))))

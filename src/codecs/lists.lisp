@@ -35,19 +35,22 @@ written packed, without their tag bytes."
   (and (typep x '(signed-byte 63)) (not (typep x '(signed-byte 32)))))
 
 (defun list-run (ss list)
-  "Length and tail of the run starting at the cons LIST, and (without shared
-list structures) whether every car is an INT64-ELEMENT-P.  With shared list
-structures the run stops before a cons written already, and its conses get
-their ids here (the decoder gives them theirs when it allocates the run)."
+  "Length and tail of the run starting at the cons LIST, and whether every
+car is an INT64-ELEMENT-P.  With shared list structures the run stops
+before a cons written already, and its conses get their ids here (the
+decoder gives them theirs when it allocates the run)."
   (declare (type cons list) (optimize speed))
   (if (ss-lists ss)
-      (let ((n 1) (c (cdr list)))
+      (let ((n 1) (c (cdr list))
+            (int64 (int64-element-p (car list))))
         (declare (type index n))
         (remember-cons ss list)
         (loop while (and (consp c) (remember-new-cons-p ss c))
               do (incf n)
+                 (when int64
+                   (setf int64 (int64-element-p (car c))))
                  (setf c (cdr c)))
-        (values n c))
+        (values n c int64))
       ;; Count with a second pointer going twice as fast, to detect a cycle,
       ;; noting on the way whether every car needs the 8-byte integer form.
       (let ((n 1) (c (cdr list)) (fast (cdr list))
@@ -265,7 +268,7 @@ tracks conses); return it and its tag (the fill info)."
     (charge rs (* 16 n))
     (let ((run (make-list n)))
       (when (rs-track-conses rs)
-        (loop for c on run do (register-cons rs c)))
+        (register-run rs run n))
       (values run tag))))
 
 (defun fill-list (rs run tag)

@@ -99,21 +99,42 @@ costs at least a byte of it), then doubling."
     (replace new old)
     (setf (rs-cons-refs rs) new)))
 
-(declaim (inline register-cons))
-(defun register-cons (rs cons)
-  "Give CONS the next cons id."
+;;; A run of conses takes consecutive cons ids, but only its first cons is
+;;; stored by id when the run is made: most conses are never referenced, and
+;;; storing each would cost a write per cons (and a clear after).  The entry
+;;; of any later cons of a run is filled when that cons is first asked for,
+;;; by following cdrs from the nearest filled entry below it; the cdrs inside
+;;; a run never change once it is made, so that entry's cons leads to it.
+
+(defun register-run (rs run n)
+  "Give the N conses of the fresh list RUN the next N cons ids."
+  (declare (type restore-state rs) (type cons run) (type index n))
   (let ((id (rs-next-cons-id rs)))
-    (when (>= id (length (rs-cons-refs rs)))
-      (grow-cons-refs rs))
-    (setf (svref (rs-cons-refs rs) id) cons
-          (rs-next-cons-id rs) (1+ id))
-    cons))
+    (loop while (> (+ id n) (length (rs-cons-refs rs)))
+          do (grow-cons-refs rs))
+    (setf (svref (rs-cons-refs rs) id) run
+          (rs-next-cons-id rs) (+ id n))
+    run))
 
 (defun cons-by-id (rs id)
-  (if (< id (rs-next-cons-id rs))
-      (svref (rs-cons-refs rs) id)
-      (restore-invalid rs (format nil "reference to cons ~d, which is not defined yet" id)
-                       "a cons id defined earlier")))
+  (declare (type restore-state rs) (type unsigned-byte id) (optimize speed))
+  (unless (< id (rs-next-cons-id rs))
+    (restore-invalid rs (format nil "reference to cons ~d, which is not defined yet" id)
+                     "a cons id defined earlier"))
+  (let* ((refs (rs-cons-refs rs))
+         (entry (svref refs id)))
+    (if (consp entry)
+        entry
+        ;; Every run's first cons is filled, so the nearest filled entry
+        ;; below ID is in ID's run, and so is every entry up to ID.  Each
+        ;; entry is scanned and filled at most once over the whole restore.
+        (let* ((from (loop for k of-type index downfrom (1- id)
+                           when (consp (svref refs k)) return k))
+               (c (svref refs from)))
+          (loop for k of-type index from (1+ from) to id
+                do (setf c (cdr c)
+                         (svref refs k) c))
+          c))))
 
 (defun object-by-id (rs id)
   (if (< id (rs-next-id rs))
@@ -164,25 +185,44 @@ costs at least a byte of it), then doubling."
           ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
           (t (read-tagged rs tag)))))
 
-;;; Runs of elements read in a loop: small integers, the commonest
-;;; elements, are taken straight from the window with the position kept in
-;;; a register (checked against the window's end each time); any other tag
-;;; goes through READ-OBJECT.
+;;; Runs of elements read in a loop: the commonest elements (integers of up
+;;; to eight bytes, floats, NIL, T and small references to objects already
+;;; made) are taken straight from the window with the position kept in a
+;;; register, checked against the window's end each time; any other tag,
+;;; and any element the window does not hold whole, goes through
+;;; READ-OBJECT, which reads it the same way or signals what is wrong.
 
-(declaim (inline window-integer))
-(defun window-integer (sap p end)
-  "If the bytes at SAP+P (P below END) hold an integer of one or two bytes,
-its value and the offset after it; otherwise NIL."
-  (declare (type index p end))
+(defconstant +window-leaf-bytes+ 9
+  "The longest leaf WINDOW-LEAF reads: a tag and eight bytes.")
+
+(declaim (inline window-leaf))
+(defun window-leaf (rs sap p end)
+  "If the object at SAP+P (P below END) is a leaf READ-OBJECT would read
+without a call, that object and the offset after it; otherwise NIL and NIL."
+  (declare (type restore-state rs) (type index p end))
   (let ((tag (sb-sys:sap-ref-8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (- tag +small-int-bias+) (+ p 1)))
-          ((>= (+ p 1) end) nil)
-          ((= tag +tag-uint8+)
-           (values (sb-sys:sap-ref-8 sap (+ p 1)) (+ p 2)))
-          ((= tag +tag-negint8+)
-           (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) (+ p 2)))
-          (t nil))))
+          ((>= tag +first-small-ref-tag+)
+           (let ((id (- tag +first-small-ref-tag+)))
+             (if (< id (rs-next-id rs))
+                 (values (svref (rs-refs rs) id) (+ p 1))
+                 (values nil nil))))
+          ;; near the window's end, the general path (it may refill)
+          ((> (+ p +window-leaf-bytes+) end) (values nil nil))
+          (t (let ((q (+ p 1)))
+               (case tag
+                 (#.+tag-nil+ (values nil q))
+                 (#.+tag-t+ (values t q))
+                 (#.+tag-uint8+ (values (sb-sys:sap-ref-8 sap q) (+ q 1)))
+                 (#.+tag-negint8+ (values (- -1 (sb-sys:sap-ref-8 sap q)) (+ q 1)))
+                 (#.+tag-int16+ (values (sb-sys:signed-sap-ref-16 sap q) (+ q 2)))
+                 (#.+tag-int32+ (values (sb-sys:signed-sap-ref-32 sap q) (+ q 4)))
+                 (#.+tag-int64+ (values (sb-sys:signed-sap-ref-64 sap q) (+ q 8)))
+                 (#.+tag-single-float+ (values (sb-sys:sap-ref-single sap q) (+ q 4)))
+                 (#.+tag-double-float+
+                  (values (register rs (sb-sys:sap-ref-double sap q)) (+ q 8)))
+                 (t (values nil nil))))))))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
@@ -192,8 +232,8 @@ its value and the offset after it; otherwise NIL."
       (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
         (declare (type index p end))
         (loop while (and (consp c) (< p end))
-              do (multiple-value-bind (value next) (window-integer sap p end)
-                   (unless value
+              do (multiple-value-bind (value next) (window-leaf rs sap p end)
+                   (unless next
                      (return))
                    (setf (car c) value
                          last c
@@ -215,8 +255,8 @@ its value and the offset after it; otherwise NIL."
       (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
         (declare (type index p end))
         (loop while (and (< i n) (< p end))
-              do (multiple-value-bind (value next) (window-integer sap p end)
-                   (unless value
+              do (multiple-value-bind (value next) (window-leaf rs sap p end)
+                   (unless next
                      (return))
                    (setf (svref v i) value
                          p next)
