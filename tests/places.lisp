@@ -181,6 +181,46 @@
     (let ((in (make-instance 'octet-input-stream :octets (copy-seq (stream-octets out)))))
       (check-same *place-datum* (binstore:restore in)))))
 
+(defun leaves-and-pairs ()
+  "Runs of every leaf the decoder reads straight from its window, and of
+conses of two leaves, with shared floats, complexes and conses among them."
+  (let* ((d 2.5d0) (z #c(1d0 -2d0)) (zs #c(1f0 3f0)) (pair (cons 7 -7))
+         (leaves (list 0 -16 143 200 -200 30000 -30000 (expt 2 40) (- (expt 2 62))
+                       (expt 2 63) 1.5f0 d 3.25d0 z zs nil t "other" d z zs))
+         (pairs (list (cons 1 2) (cons d d) (cons z 1.5f0) (cons nil t) pair
+                      (cons (expt 2 40) -300) (cons "s" d) (cons 1 (cons 2 3)) pair)))
+    (list leaves (coerce leaves 'simple-vector) pairs (coerce pairs 'simple-vector)
+          (loop for i below 2000 collect (if (evenp i) (cons i (* i 1d0)) (* i 1f0))))))
+
+(test windows-of-any-size-read-the-same
+  "Restoring from a Gray stream (whose window holds only the bytes asked for,
+so no element is read straight from it) gives what restoring from a vector
+(where nearly every element is) gives, with the same sharing, in each mode."
+  (let ((data (leaves-and-pairs)))
+    (dolist (options '((:track-references nil) ()
+                       (:support-shared-list-structures t)))
+      (let* ((octets (apply #'binstore:store nil data options))
+             (identity (getf options :track-references t))
+             (conses (getf options :support-shared-list-structures))
+             (from-vector (binstore:restore octets))
+             (from-stream (binstore:restore
+                           (make-instance 'octet-input-stream :octets octets))))
+        (check-same data from-vector :identity identity :conses conses)
+        (check-same data from-stream :identity identity :conses conses)
+        (when identity
+          (is (eq (nth 11 (first from-vector)) (nth 18 (first from-vector))))
+          (is (eq (car (second (third from-vector))) (cdr (second (third from-vector))))))
+        (when conses
+          (is (eq (nth 4 (third from-vector)) (nth 8 (third from-vector))))
+          (is (eq (nth 4 (third from-stream)) (nth 8 (third from-stream)))))))))
+
+(test pairs-in-runs-respect-max-depth
+  "A cons of two leaves inside a list is one level deeper than the list."
+  (let ((octets (binstore:store nil (list 1 (cons 2 3)))))
+    (is (equal '(1 (2 . 3)) (binstore:restore octets :max-depth 2)))
+    (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
+                         (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c)))))))
+
 ;;; Raw memory
 
 (defun call-with-foreign-octets (size function)

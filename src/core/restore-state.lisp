@@ -186,19 +186,31 @@ costs at least a byte of it), then doubling."
           (t (read-tagged rs tag)))))
 
 ;;; Runs of elements read in a loop: the commonest elements (integers of up
-;;; to eight bytes, floats, NIL, T and small references to objects already
-;;; made) are taken straight from the window with the position kept in a
-;;; register, checked against the window's end each time; any other tag,
-;;; and any element the window does not hold whole, goes through
-;;; READ-OBJECT, which reads it the same way or signals what is wrong.
+;;; to eight bytes, floats and complexes of floats, NIL, T, small references
+;;; to objects already made, and conses of two such) are taken straight from
+;;; the window with the position kept in a register, checked against the
+;;; window's end each time.  Any other tag, and any element the window does
+;;; not hold whole, goes through READ-OBJECT, which reads it the same way or
+;;; signals what is wrong.
 
-(defconstant +window-leaf-bytes+ 9
-  "The longest leaf WINDOW-LEAF reads: a tag and eight bytes.")
+(declaim (inline leaf-bytes))
+(defun leaf-bytes (tag)
+  "Bytes, tag included, of the leaf WINDOW-LEAF reads for the type tag TAG,
+or NIL if it reads none of that tag."
+  (case tag
+    ((#.+tag-nil+ #.+tag-t+) 1)
+    ((#.+tag-uint8+ #.+tag-negint8+) 2)
+    (#.+tag-int16+ 3)
+    ((#.+tag-int32+ #.+tag-single-float+) 5)
+    ((#.+tag-int64+ #.+tag-double-float+ #.+tag-complex-single+) 9)
+    (#.+tag-complex-double+ 17)
+    (t nil)))
 
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
-  "If the object at SAP+P (P below END) is a leaf READ-OBJECT would read
-without a call, that object and the offset after it; otherwise NIL and NIL."
+  "If the object at SAP+P (P below END) is a leaf the window holds whole,
+that object and the offset after it; otherwise NIL and NIL.  A float or
+complex object read here takes its id, as READ-OBJECT would give it."
   (declare (type restore-state rs) (type index p end))
   (let ((tag (sb-sys:sap-ref-8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
@@ -208,21 +220,65 @@ without a call, that object and the offset after it; otherwise NIL and NIL."
              (if (< id (rs-next-id rs))
                  (values (svref (rs-refs rs) id) (+ p 1))
                  (values nil nil))))
-          ;; near the window's end, the general path (it may refill)
-          ((> (+ p +window-leaf-bytes+) end) (values nil nil))
-          (t (let ((q (+ p 1)))
-               (case tag
-                 (#.+tag-nil+ (values nil q))
-                 (#.+tag-t+ (values t q))
-                 (#.+tag-uint8+ (values (sb-sys:sap-ref-8 sap q) (+ q 1)))
-                 (#.+tag-negint8+ (values (- -1 (sb-sys:sap-ref-8 sap q)) (+ q 1)))
-                 (#.+tag-int16+ (values (sb-sys:signed-sap-ref-16 sap q) (+ q 2)))
-                 (#.+tag-int32+ (values (sb-sys:signed-sap-ref-32 sap q) (+ q 4)))
-                 (#.+tag-int64+ (values (sb-sys:signed-sap-ref-64 sap q) (+ q 8)))
-                 (#.+tag-single-float+ (values (sb-sys:sap-ref-single sap q) (+ q 4)))
-                 (#.+tag-double-float+
-                  (values (register rs (sb-sys:sap-ref-double sap q)) (+ q 8)))
-                 (t (values nil nil))))))))
+          (t (let ((size (leaf-bytes tag))
+                   (q (+ p 1)))
+               (if (or (null size) (> (+ p size) end))
+                   (values nil nil)
+                   (values (case tag
+                             (#.+tag-nil+ nil)
+                             (#.+tag-t+ t)
+                             (#.+tag-uint8+ (sb-sys:sap-ref-8 sap q))
+                             (#.+tag-negint8+ (- -1 (sb-sys:sap-ref-8 sap q)))
+                             (#.+tag-int16+ (sb-sys:signed-sap-ref-16 sap q))
+                             (#.+tag-int32+ (sb-sys:signed-sap-ref-32 sap q))
+                             (#.+tag-int64+ (sb-sys:signed-sap-ref-64 sap q))
+                             (#.+tag-single-float+ (sb-sys:sap-ref-single sap q))
+                             (#.+tag-double-float+
+                              (register rs (sb-sys:sap-ref-double sap q)))
+                             (#.+tag-complex-single+
+                              (register rs (complex (sb-sys:sap-ref-single sap q)
+                                                    (sb-sys:sap-ref-single sap (+ q 4)))))
+                             (t ; complex-double, the only other tag LEAF-BYTES sizes
+                              (register rs (complex (sb-sys:sap-ref-double sap q)
+                                                    (sb-sys:sap-ref-double sap (+ q 8))))))
+                           (+ p size))))))))
+
+(declaim (inline window-leaf-bytes))
+(defun window-leaf-bytes (rs sap p end)
+  "Bytes of the leaf WINDOW-LEAF would read at SAP+P, or NIL; reads nothing."
+  (declare (type restore-state rs) (type index p end))
+  (when (< p end)
+    (let* ((tag (sb-sys:sap-ref-8 sap p))
+           (size (cond ((>= tag +first-small-int-tag+) 1)
+                       ((>= tag +first-small-ref-tag+)
+                        (and (< (- tag +first-small-ref-tag+) (rs-next-id rs)) 1))
+                       (t (leaf-bytes tag)))))
+      (and size (<= (+ p size) end) size))))
+
+(declaim (inline window-element))
+(defun window-element (rs sap p end)
+  "As WINDOW-LEAF, and also for a cons whose car and cdr are both leaves
+the window holds (checked before either is read, so that nothing takes an
+id unless the whole cons is made here) when max-depth allows the cons."
+  (declare (type restore-state rs) (type index p end))
+  (multiple-value-bind (value next) (window-leaf rs sap p end)
+    (cond (next (values value next))
+          ((or (/= (sb-sys:sap-ref-8 sap p) +tag-cons+)
+               ;; the cons is one level deeper than the run it is in
+               (let ((max (rs-max-depth rs)))
+                 (and max (>= (+ (rs-depth rs) (rs-depth-base rs)) max))))
+           (values nil nil))
+          (t (let* ((car-bytes (window-leaf-bytes rs sap (+ p 1) end))
+                    (cdr-bytes (and car-bytes
+                                    (window-leaf-bytes rs sap (+ p 1 car-bytes) end))))
+               (if (null cdr-bytes)
+                   (values nil nil)
+                   (let* ((car (window-leaf rs sap (+ p 1) end))
+                          (cell (cons car (window-leaf rs sap (+ p 1 car-bytes) end))))
+                     (charge rs 16)
+                     (when (rs-track-conses rs)
+                       (register-run rs cell 1))
+                     (values cell (+ p 1 car-bytes cdr-bytes)))))))))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
@@ -232,7 +288,7 @@ without a call, that object and the offset after it; otherwise NIL and NIL."
       (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
         (declare (type index p end))
         (loop while (and (consp c) (< p end))
-              do (multiple-value-bind (value next) (window-leaf rs sap p end)
+              do (multiple-value-bind (value next) (window-element rs sap p end)
                    (unless next
                      (return))
                    (setf (car c) value
@@ -255,7 +311,7 @@ without a call, that object and the offset after it; otherwise NIL and NIL."
       (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
         (declare (type index p end))
         (loop while (and (< i n) (< p end))
-              do (multiple-value-bind (value next) (window-leaf rs sap p end)
+              do (multiple-value-bind (value next) (window-element rs sap p end)
                    (unless next
                      (return))
                    (setf (svref v i) value
