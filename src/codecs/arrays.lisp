@@ -132,7 +132,10 @@
       (setf i (write-fixnum-elements ob v i n))
       (when (>= i n)
         (return))
-      (write-object ss (svref v i))
+      (let ((x (svref v i)))
+        (if (typep x 'single-float)
+            (write-single-float ob x)
+            (write-object ss x)))
       (incf i))))
 
 (defun read-simple-vector-header (rs)

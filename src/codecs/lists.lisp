@@ -111,10 +111,12 @@ loop rather than by recursion."
       (let ((c list) (ob (ss-obuf ss)))
         (dotimes (i n)
           (let ((x (car c)))
-            ;; fixnums, the commonest elements, skip the general dispatch
-            (if (typep x 'fixnum)
-                (write-fixnum ob x)
-                (write-object ss x)))
+            ;; fixnums and single-floats, the commonest elements, skip the
+            ;; general dispatch
+            (typecase x
+              (fixnum (write-fixnum ob x))
+              (single-float (write-single-float ob x))
+              (t (write-object ss x))))
           (setf c (cdr c))))
       (cond ((null tail) (return))
             ((and (consp tail) (ss-lists ss))
@@ -211,6 +213,10 @@ power-of-two step is kept, and meeting it again means a cycle."
                                  (return)))
                          (setf (obuf-pos ob) p)))
                    (unless more (return))))
+                ((typep x 'single-float)
+                 (unpack)
+                 (write-single-float ob x)
+                 (unless (next) (return)))
                 (t
                  (unpack)
                  (write-object ss x)

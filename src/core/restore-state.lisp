@@ -255,52 +255,72 @@ complex object read here takes its id, as READ-OBJECT would give it."
                        (t (leaf-bytes tag)))))
       (and size (<= (+ p size) end) size))))
 
+(defun window-pair (rs sap p end)
+  "If the object at SAP+P (P below END) is a cons whose car and cdr are both
+leaves the window holds, and max-depth allows the cons, make it and return
+it and the offset after it; otherwise NIL and NIL.  Both leaves are checked
+before either is read, so nothing takes an id unless the cons is made."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* ((max (rs-max-depth rs))
+         (car-bytes (and (= (sb-sys:sap-ref-8 sap p) +tag-cons+)
+                         ;; the cons is one level deeper than the run it is in
+                         (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max))
+                         (window-leaf-bytes rs sap (+ p 1) end)))
+         (cdr-bytes (and car-bytes (window-leaf-bytes rs sap (+ p 1 car-bytes) end))))
+    (if (null cdr-bytes)
+        (values nil nil)
+        (let* ((car (window-leaf rs sap (+ p 1) end))
+               (cell (cons car (window-leaf rs sap (+ p 1 car-bytes) end))))
+          (charge rs 16)
+          (when (rs-track-conses rs)
+            (register-run rs cell 1))
+          (values cell (+ p 1 car-bytes cdr-bytes))))))
+
 (declaim (inline window-element))
 (defun window-element (rs sap p end)
-  "As WINDOW-LEAF, and also for a cons whose car and cdr are both leaves
-the window holds (checked before either is read, so that nothing takes an
-id unless the whole cons is made here) when max-depth allows the cons."
+  "As WINDOW-LEAF, and also for a cons of two leaves (see WINDOW-PAIR)."
   (declare (type restore-state rs) (type index p end))
   (multiple-value-bind (value next) (window-leaf rs sap p end)
-    (cond (next (values value next))
-          ((or (/= (sb-sys:sap-ref-8 sap p) +tag-cons+)
-               ;; the cons is one level deeper than the run it is in
-               (let ((max (rs-max-depth rs)))
-                 (and max (>= (+ (rs-depth rs) (rs-depth-base rs)) max))))
-           (values nil nil))
-          (t (let* ((car-bytes (window-leaf-bytes rs sap (+ p 1) end))
-                    (cdr-bytes (and car-bytes
-                                    (window-leaf-bytes rs sap (+ p 1 car-bytes) end))))
-               (if (null cdr-bytes)
-                   (values nil nil)
-                   (let* ((car (window-leaf rs sap (+ p 1) end))
-                          (cell (cons car (window-leaf rs sap (+ p 1 car-bytes) end))))
-                     (charge rs 16)
-                     (when (rs-track-conses rs)
-                       (register-run rs cell 1))
-                     (values cell (+ p 1 car-bytes cdr-bytes)))))))))
+    (if next
+        (values value next)
+        (window-pair rs sap p end))))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
   (declare (type restore-state rs) (type cons run) (optimize speed))
   (let ((c run) (last run) (ib (rs-ibuf rs)))
     (loop
-      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
+      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)) (taken nil))
         (declare (type index p end))
-        (loop while (and (consp c) (< p end))
-              do (multiple-value-bind (value next) (window-element rs sap p end)
-                   (unless next
-                     (return))
-                   (setf (car c) value
-                         last c
-                         c (cdr c)
-                         p next)))
-        (setf (ibuf-pos ib) p))
-      (unless (consp c)
-        (return last))
-      (setf (car c) (read-object rs)
-            last c
-            c (cdr c)))))
+        ;; small integers, the commonest cars, in a loop of their own
+        ;; variables that calls nothing, so that it runs in registers
+        (let ((q p) (d c) (dlast last))
+          (declare (type index q))
+          (loop while (and (consp d) (< q end))
+                do (let ((tag (sb-sys:sap-ref-8 sap q)))
+                     (unless (>= tag +first-small-int-tag+)
+                       (return))
+                     (setf (car d) (- tag +small-int-bias+)
+                           q (+ q 1)
+                           dlast d
+                           d (cdr d))))
+          (setf p q c d last dlast))
+        ;; then any other car the window holds
+        (when (and (consp c) (< p end))
+          (multiple-value-bind (value next) (window-element rs sap p end)
+            (when next
+              (setf (car c) value
+                    p next
+                    last c
+                    c (cdr c)
+                    taken t))))
+        (setf (ibuf-pos ib) p)
+        (cond ((not (consp c)) (return last))
+              ((not taken)
+               ;; not a leaf, or not whole in the window: the general path
+               (setf (car c) (read-object rs)
+                     last c
+                     c (cdr c))))))))
 
 (defun fill-elements (rs v)
   "Read the elements of the fresh simple vector V; return V."
@@ -308,17 +328,28 @@ id unless the whole cons is made here) when max-depth allows the cons."
   (let ((i 0) (n (length v)) (ib (rs-ibuf rs)))
     (declare (type index i))
     (loop
-      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)))
+      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)) (taken nil))
         (declare (type index p end))
-        (loop while (and (< i n) (< p end))
-              do (multiple-value-bind (value next) (window-element rs sap p end)
-                   (unless next
-                     (return))
-                   (setf (svref v i) value
-                         p next)
-                   (incf i)))
-        (setf (ibuf-pos ib) p))
-      (when (>= i n)
-        (return v))
-      (setf (svref v i) (read-object rs))
-      (incf i))))
+        ;; small integers, as in FILL-CARS
+        (let ((q p) (j i))
+          (declare (type index q j))
+          (loop while (and (< j n) (< q end))
+                do (let ((tag (sb-sys:sap-ref-8 sap q)))
+                     (unless (>= tag +first-small-int-tag+)
+                       (return))
+                     (setf (svref v j) (- tag +small-int-bias+)
+                           q (+ q 1))
+                     (incf j)))
+          (setf p q i j))
+        (when (and (< i n) (< p end))
+          (multiple-value-bind (value next) (window-element rs sap p end)
+            (when next
+              (setf (svref v i) value
+                    p next
+                    taken t)
+              (incf i))))
+        (setf (ibuf-pos ib) p)
+        (cond ((>= i n) (return v))
+              ((not taken)
+               (setf (svref v i) (read-object rs))
+               (incf i)))))))
