@@ -214,6 +214,38 @@ so no element is read straight from it) gives what restoring from a vector
           (is (eq (nth 4 (third from-vector)) (nth 8 (third from-vector))))
           (is (eq (nth 4 (third from-stream)) (nth 8 (third from-stream)))))))))
 
+(test references-of-every-width-in-runs
+  "References whose ids take one, two and three varint groups, read from
+the window and through the general path, restore the same objects."
+  (let* ((strings (loop for i below 17000 collect (format nil "~d" i)))
+         (data (list strings (reverse strings) (coerce strings 'simple-vector)))
+         (octets (binstore:store nil data)))
+    (dolist (restored (list (binstore:restore octets)
+                            (binstore:restore (make-instance 'octet-input-stream
+                                                             :octets octets))))
+      (check-same data restored)
+      (is (every #'eq (first restored) (reverse (second restored))))
+      (is (every #'eq (first restored) (third restored))))))
+
+(test crafted-references-read-alike-everywhere
+  "A REF read from the window and one read through the general path agree,
+on good ids and on ids that are not in their shortest form or not defined."
+  (let* ((good (binstore:store nil (let ((s "a")) (vector s s))))
+         ;; the vector is id 0, the string id 1: the last byte refers to it
+         (at (1- (length good))))
+    (is (= (aref good at) (+ binstore::+first-small-ref-tag+ 1)))
+    (dolist (ref '((#x20 #x01) (#x20 #x81 #x00) (#x20 #x81 #x80 #x00)
+                   (#x20 #x81 #x80 #x80 #x00) (#x20 #x05) (#x20 #x81 #x01)))
+      (let ((octets (concatenate '(vector (unsigned-byte 8))
+                                 (subseq good 0 at) ref (subseq good (1+ at)))))
+        (flet ((outcome (source)
+                 (handler-case (let ((v (binstore:restore source)))
+                                 (list :value (eq (aref v 0) (aref v 1))))
+                   (binstore:binstore-error (c) (list :error (type-of c))))))
+          (is (equal (outcome octets)
+                     (outcome (make-instance 'octet-input-stream :octets octets)))
+              "REF ~s" ref))))))
+
 (test pairs-in-runs-respect-max-depth
   "A cons of two leaves inside a list is one level deeper than the list."
   (let ((octets (binstore:store nil (list 1 (cons 2 3)))))

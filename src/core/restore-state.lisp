@@ -185,13 +185,13 @@ costs at least a byte of it), then doubling."
           ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
           (t (read-tagged rs tag)))))
 
-;;; Runs of elements read in a loop: the commonest elements (integers of up
-;;; to eight bytes, floats and complexes of floats, NIL, T, small references
-;;; to objects already made, and conses of two such) are taken straight from
-;;; the window with the position kept in a register, checked against the
-;;; window's end each time.  Any other tag, and any element the window does
-;;; not hold whole, goes through READ-OBJECT, which reads it the same way or
-;;; signals what is wrong.
+;;; Runs of elements read in a loop: the commonest elements are taken
+;;; straight from the window with the position kept in a register, checked
+;;; against the window's end each time.  They are the leaves (integers of up
+;;; to eight bytes, floats and complexes of floats, NIL, T), references to
+;;; objects already made, and conses of two leaves or small references.
+;;; Any other tag, and any element the window does not hold whole, goes
+;;; through READ-OBJECT, which reads it the same way or signals what is wrong.
 
 (declaim (inline leaf-bytes))
 (defun leaf-bytes (tag)
@@ -205,6 +205,33 @@ or NIL if it reads none of that tag."
     ((#.+tag-int64+ #.+tag-double-float+ #.+tag-complex-single+) 9)
     (#.+tag-complex-double+ 17)
     (t nil)))
+
+(declaim (inline window-ref))
+(defun window-ref (rs sap p end)
+  "If SAP+P (P below END) holds a REF whose id is a varint of at most three
+groups, whole in the window and in its shortest form, naming an object
+already made: that object and the offset after the REF; otherwise NIL and
+NIL (the general path reads it, or signals what is wrong)."
+  (declare (type restore-state rs) (type index p end))
+  (if (> (+ p 4) end)
+      (values nil nil)
+      (multiple-value-bind (id next)
+          (let ((b0 (sb-sys:sap-ref-8 sap (+ p 1))))
+            (if (< b0 128)
+                (values b0 (+ p 2))
+                (let ((b1 (sb-sys:sap-ref-8 sap (+ p 2))))
+                  (cond ((< 0 b1 128)
+                         (values (logior (logand b0 127) (ash b1 7)) (+ p 3)))
+                        ((< b1 128) (values 0 nil))
+                        (t (let ((b2 (sb-sys:sap-ref-8 sap (+ p 3))))
+                             (if (< 0 b2 128)
+                                 (values (logior (logand b0 127) (ash (logand b1 127) 7)
+                                                 (ash b2 14))
+                                         (+ p 4))
+                                 (values 0 nil))))))))
+        (if (and next (< id (rs-next-id rs)))
+            (values (svref (rs-refs rs) id) next)
+            (values nil nil)))))
 
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
@@ -220,6 +247,7 @@ complex object read here takes its id, as READ-OBJECT would give it."
              (if (< id (rs-next-id rs))
                  (values (svref (rs-refs rs) id) (+ p 1))
                  (values nil nil))))
+          ((= tag +tag-ref+) (window-ref rs sap p end))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end))
@@ -281,9 +309,9 @@ before either is read, so nothing takes an id unless the cons is made."
   "As WINDOW-LEAF, and also for a cons of two leaves (see WINDOW-PAIR)."
   (declare (type restore-state rs) (type index p end))
   (multiple-value-bind (value next) (window-leaf rs sap p end)
-    (if next
-        (values value next)
-        (window-pair rs sap p end))))
+    (cond (next (values value next))
+          ((= (sb-sys:sap-ref-8 sap p) +tag-cons+) (window-pair rs sap p end))
+          (t (values nil nil)))))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
