@@ -71,7 +71,7 @@
                (:file "golden" :depends-on ("package"))
                (:file "places" :depends-on ("compare" "generator"))
                (:file "list-output" :depends-on ("places"))
-               (:file "hostile" :depends-on ("package"))
+               (:file "hostile" :depends-on ("package" "places"))
                (:file "scratch" :depends-on ("compare"))
                (:file "fuzz" :depends-on ("package"))
                (:file "run" :depends-on ("package")))

@@ -109,7 +109,7 @@ several megabytes have been consed and the total is averaged."
           (full-gc)
           (let ((before (sb-ext:get-bytes-consed)))
             (dotimes (i reps) (funcall fn))
-            (values value (/ (- (sb-ext:get-bytes-consed) before) reps)))))))
+            (values value (round (- (sb-ext:get-bytes-consed) before) reps)))))))
 
 (defun progress (format &rest args)
   (apply #'format *error-output* format args)

@@ -130,6 +130,8 @@ well-formed input.")
   "Every array element type the format knows: (code type bits-per-element).")
 
 (defconstant +element-type-t+ 0)
+(defconstant +element-type-ub62+ 10)
+(defconstant +element-type-fixnum+ 16)
 (defconstant +element-type-character+ 22)
 (defconstant +element-type-base-char+ 23)
 (defconstant +element-type-nil+ 24)

@@ -189,6 +189,35 @@ objects before the cut or signals INVALID-INPUT."
     (when (typep c 'binstore:invalid-input)
       (is (eql 3 (binstore:restore-error-offset c)) "offset ~s" (binstore:restore-error-offset c)))))
 
+(test hostile-tagged-word-payloads
+  "Fixnum and (unsigned-byte 62) vectors are read a block of words at a
+time: a word outside the element type is refused at its own offset, from
+a vector and from a stream whose window holds one word at a time."
+  (flet ((le64 (n) (loop for i below 8 collect (ldb (byte 8 (* 8 i)) n))))
+    (loop for (code bad) in (list (list binstore::+element-type-fixnum+ (expt 2 62))
+                                  (list binstore::+element-type-fixnum+ (- -1 (expt 2 62)))
+                                  (list binstore::+element-type-ub62+ (expt 2 62))
+                                  (list binstore::+element-type-ub62+ -1))
+          do (let* ((good (loop repeat 600 append (le64 7)))
+                    (octets (hostile-octets binstore::+tag-specialized-vector+ code
+                                            (hostile-varint 601) good
+                                            (le64 (ldb (byte 64 0) bad)))))
+               (dolist (source (list octets
+                                     (make-instance 'octet-input-stream :octets octets)))
+                 (let ((c (hostile-restore-condition source)))
+                   (is (typep c 'binstore:invalid-input) "~d in code ~d: ~a" bad code
+                       (hostile-describe c))
+                   (when (typep c 'binstore:invalid-input)
+                     (is (eql (+ 4 (* 8 600)) (binstore:restore-error-offset c))
+                         "offset ~s" (binstore:restore-error-offset c)))))))
+    ;; and the good words themselves, across blocks, both ways
+    (let ((v (make-array 1500 :element-type 'fixnum)))
+      (dotimes (i 1500) (setf (aref v i) (* (- i 700) (floor most-positive-fixnum 800))))
+      (let ((octets (binstore:store nil v)))
+        (is (equalp v (binstore:restore octets)))
+        (is (equalp v (binstore:restore (make-instance 'octet-input-stream
+                                                       :octets octets))))))))
+
 (defparameter *hostile-huge* (expt 2 60))
 
 (defun hostile-huge-inputs ()

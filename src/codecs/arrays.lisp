@@ -22,12 +22,30 @@
 (defun element-bits (code) (third (svref +element-types+ code)))
 (defun element-type-of-code (code) (second (svref +element-types+ code)))
 
-(defun element-type-code (array)
-  "The format's code for ARRAY's element type."
+(defun element-type-code-of-type (array)
+  "The format's code for ARRAY's element type, found from the type."
   (let ((type (array-element-type array)))
     (or (position type +element-types+ :key #'second :test #'equal)
         (error 'unstorable-object :object array
                                   :message (format nil "array element type ~s is not known" type)))))
+
+(sb-ext:define-load-time-global **element-type-code-by-widetag**
+    (let ((table (make-array 256 :initial-element nil)))
+      (loop for (nil type) across +element-types+
+            do (let ((v (make-array 0 :element-type type)))
+                 (setf (svref table (sb-kernel:widetag-of v))
+                       (element-type-code-of-type v))))
+      table)
+  "For a simple vector's widetag, the code ELEMENT-TYPE-CODE-OF-TYPE gives
+every simple vector with that widetag: looked up in one load, where the
+search by type compares type specifiers with EQUAL.")
+
+(declaim (inline element-type-code))
+(defun element-type-code (array)
+  "The format's code for ARRAY's element type."
+  (or (and (typep array '(simple-array * (*)))
+           (svref **element-type-code-by-widetag** (sb-kernel:widetag-of array)))
+      (element-type-code-of-type array)))
 
 (defun read-element-type-code (rs)
   (let ((code (read-u8 (rs-ibuf rs))))
@@ -50,11 +68,65 @@
 
 ;;; Raw payloads ----------------------------------------------------------
 
+;;; Fixnum and (unsigned-byte 62) vectors hold their elements as tagged
+;;; words, the value shifted left by the fixnum tag bits: the payload, plain
+;;; 64-bit integers, is written and read a block at a time with the shift.
+
+(defconstant +words-per-block+ 512)
+
+(defun write-tagged-words (ob storage count)
+  "Write the COUNT elements of STORAGE, a fixnum or (unsigned-byte 62)
+vector, as 8-byte integers."
+  (declare (type index count) (optimize speed))
+  (sb-sys:with-pinned-objects (storage)
+    (let ((src (sb-sys:vector-sap storage)) (i 0))
+      (declare (type index i))
+      (loop while (< i count)
+            do (let* ((k (min (- count i) +words-per-block+))
+                      (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob)))
+                      (sap (obuf-sap ob)))
+                 (declare (type index k p))
+                 (dotimes (j k)
+                   (setf (sb-sys:signed-sap-ref-64 sap (+ p (* 8 j)))
+                         (ash (sb-sys:signed-sap-ref-64 src (* 8 (+ i j)))
+                              (- sb-vm:n-fixnum-tag-bits))))
+                 (setf (obuf-pos ob) (+ p (* 8 k)))
+                 (incf i k))))))
+
+(defun read-tagged-words (rs storage code count)
+  "Read COUNT 8-byte integers into STORAGE, a vector of element type CODE
+(fixnum or (unsigned-byte 62)), checking each fits it."
+  (declare (type index count) (optimize speed))
+  (let ((ib (rs-ibuf rs))
+        (low (if (= code +element-type-fixnum+) most-negative-fixnum 0))
+        (high (if (= code +element-type-fixnum+) most-positive-fixnum (1- (expt 2 62))))
+        (i 0))
+    (declare (type index i) (type fixnum low high))
+    (sb-sys:with-pinned-objects (storage)
+      (let ((dst (sb-sys:vector-sap storage)))
+        (loop while (< i count)
+              do (need ib 8)          ; refills; at least one word in the window
+                 (let* ((p (ibuf-pos ib))
+                        (k (min (- count i) (floor (available ib) 8)))
+                        (sap (ibuf-sap ib)))
+                   (declare (type index p k))
+                   (dotimes (j k)
+                     (let ((v (sb-sys:signed-sap-ref-64 sap (+ p (* 8 j)))))
+                       (unless (<= low v high)
+                         (invalid ib (format nil "~d is not of type ~s" v
+                                             (element-type-of-code code))
+                                  "an element of the array's type"
+                                  (+ (ibuf-offset ib) (* 8 j))))
+                       (setf (sb-sys:signed-sap-ref-64 dst (* 8 (+ i j)))
+                             (ash v sb-vm:n-fixnum-tag-bits))))
+                   (setf (ibuf-pos ib) (+ p (* 8 k)))
+                   (incf i k)))))))
+
 (defun write-payload (ob storage code count)
   "Write COUNT elements of the simple specialized vector STORAGE."
   (case code
-    ((10 16)                            ; ub62 and fixnum: tagged in memory
-     (dotimes (i count) (write-s64 ob (aref storage i))))
+    ((#.+element-type-ub62+ #.+element-type-fixnum+)
+     (write-tagged-words ob storage count))
     (t
      (let* ((bits (element-bits code))
             (whole (floor (* count bits) 8))
@@ -89,17 +161,8 @@
   "Fill the first COUNT elements of the simple specialized vector STORAGE."
   (let ((ib (rs-ibuf rs)))
     (case code
-      (16 (dotimes (i count)
-            (let ((v (read-s64 ib)))
-              (unless (typep v 'fixnum)
-                (invalid ib (format nil "~d is not a fixnum" v) "a fixnum" (- (ibuf-offset ib) 8)))
-              (setf (aref storage i) v))))
-      (10 (dotimes (i count)
-            (let ((v (read-u64 ib)))
-              (unless (< v (expt 2 62))
-                (invalid ib (format nil "~d is not an (unsigned-byte 62)" v)
-                         "an (unsigned-byte 62)" (- (ibuf-offset ib) 8)))
-              (setf (aref storage i) v))))
+      ((#.+element-type-ub62+ #.+element-type-fixnum+)
+       (read-tagged-words rs storage code count))
       (t
        (let ((nbytes (payload-bytes code count))
              (partial-bits (mod (* count (element-bits code)) 8))
