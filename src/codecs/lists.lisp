@@ -131,10 +131,14 @@ loop rather than by recursion."
 ;;; twice: to count, then to write.  Following cdrs is a chain of dependent
 ;;; loads, and that second walk was half the time of storing a long list of
 ;;; numbers.  When the output stays in memory (a HOLDABLE obuf), a run is
-;;; instead written in one walk behind a two-byte gap that the window holds
-;;; on to; with the length known at the end, the header goes into the gap,
-;;; after moving the contents when it needs more than two bytes (runs of
-;;; 128 conses or more).  The bytes are exactly those of the two walks.
+;;; instead written in one walk behind a gap that the window holds on to;
+;;; with the length known at the end, the header goes into the gap.  The
+;;; gap starts at two bytes (the tag and a one-byte length, enough for 127
+;;; conses) and widens by a byte each time the count reaches the next
+;;; varint length (128, 16384, ...), moving the contents written so far:
+;;; little is moved (at most the first 16383 cars for runs below two
+;;; million), where moving the whole run once at the end would cost a copy
+;;; of it.  The bytes are exactly those of the two walks.
 
 (defun one-walk-list-p (ss list)
   "True when the run at LIST is written in one walk: conses are not
@@ -161,17 +165,29 @@ bytes each, as in an INT64-LIST): give each its INT64 tag back."
                      (sb-sys:sap-ref-8 sap (+ c (* 9 i))) +tag-int64+)))
     (setf (obuf-pos ob) (+ c (* 9 n)))))
 
+(defun widen-gap (ob contents)
+  "Move the contents written from absolute offset CONTENTS one byte on, to
+give the header before them one more byte; return their new offset."
+  (declare (type obuf ob) (type index contents))
+  (make-room-for ob 1)                  ; may open a new window: offsets after
+  (let ((from (- contents (obuf-flushed ob))))
+    (move-window-bytes ob from (1+ from) (- (obuf-pos ob) from))
+    (incf (obuf-pos ob))
+    (1+ contents)))
+
 (defun write-cars-counting (ss list contents)
-  "Write the cars of the run at LIST from absolute offset CONTENTS; return
-its length, its tail, and whether the cars were written packed.  Cars are
-written packed while they are all INT64-ELEMENT-Ps, which every car of an
-INT64-LIST is; the first other car, or a dotted tail, unpacks them.  A
-circular list is caught by Brent's method: the cons reached at each
-power-of-two step is kept, and meeting it again means a cycle."
+  "Write the cars of the run at LIST from absolute offset CONTENTS, behind
+a gap of two bytes; return its length, its tail, whether the cars were
+written packed, and the gap's size at the end.  Cars are written packed
+while they are all INT64-ELEMENT-Ps, which every car of an INT64-LIST is;
+the first other car, or a dotted tail, unpacks them.  A circular list is
+caught by Brent's method: the cons reached at each power-of-two step is
+kept, and meeting it again means a cycle."
   (declare (type store-state ss) (type cons list) (type index contents) (optimize speed))
   (let ((ob (ss-obuf ss)) (n 0) (c list) (packed (int64-element-p (car list)))
-        (mark list) (lap 1))
-    (declare (type index n lap))
+        (mark list) (lap 1)
+        (gap 2) (widen-at 128))         ; a count of WIDEN-AT needs GAP + 1
+    (declare (type index n lap gap widen-at))
     (flet ((next ()
              ;; step to the next cons: true while the run goes on
              (incf n)
@@ -187,6 +203,11 @@ power-of-two step is kept, and meeting it again means a cycle."
                (setf packed nil))))
       (declare (inline next))
       (loop
+        (when (>= n widen-at)
+          ;; the position is in the obuf here, whichever way we came
+          (setf contents (widen-gap ob contents)
+                gap (1+ gap)
+                widen-at (min (* 128 widen-at) most-positive-fixnum)))
         (let ((x (car c)))
           (cond ((and packed (int64-element-p x))
                  (write-s64 ob x)
@@ -209,7 +230,8 @@ power-of-two step is kept, and meeting it again means a cycle."
                                (setf more (next))
                                (unless more (return))
                                (setf x (car c))
-                               (unless (and (plusp block) (typep x 'fixnum))
+                               (unless (and (plusp block) (typep x 'fixnum)
+                                            (< n widen-at))
                                  (return)))
                          (setf (obuf-pos ob) p)))
                    (unless more (return))))
@@ -223,18 +245,18 @@ power-of-two step is kept, and meeting it again means a cycle."
                  (unless (next) (return))))))
       (when c
         (unpack)))
-    (values n c packed)))
+    (values n c packed gap)))
 
-(defun finish-one-walk-list (ob start n tail packed)
-  "Fill the two-byte gap at absolute offset START with the header of the
-run of N conses written after it, moving the contents when the header
-needs more room."
-  (declare (type obuf ob) (type index start n))
-  (let ((delta (- (1+ (varint-length n)) 2)))
+(defun finish-one-walk-list (ob start n tail packed gap)
+  "Fill the GAP bytes at absolute offset START with the header of the run
+of N conses written after them, moving the contents when the header needs
+more room (only when N reached a varint length with the last car)."
+  (declare (type obuf ob) (type index start n gap))
+  (let ((delta (- (1+ (varint-length n)) gap)))
     (when (plusp delta)
       ;; may open a new window, which carries the held bytes along
       (make-room-for ob delta)
-      (let ((contents (- (+ start 2) (obuf-flushed ob))))
+      (let ((contents (- (+ start gap) (obuf-flushed ob))))
         (move-window-bytes ob contents (+ contents delta) (- (obuf-pos ob) contents))
         (incf (obuf-pos ob) delta)))
     (let ((p (- start (obuf-flushed ob)))
@@ -252,10 +274,10 @@ needs more room."
     (when outermost
       (setf (obuf-hold ob) start))
     (reserve ob 2)
-    (multiple-value-bind (n tail packed) (write-cars-counting ss list (+ start 2))
+    (multiple-value-bind (n tail packed gap) (write-cars-counting ss list (+ start 2))
       (unless (null tail)
         (write-object ss tail))
-      (finish-one-walk-list ob start n tail packed))
+      (finish-one-walk-list ob start n tail packed gap))
     (when outermost
       (setf (obuf-hold ob) nil))))
 

@@ -313,38 +313,65 @@ before either is read, so nothing takes an id unless the cons is made."
           ((= (sb-sys:sap-ref-8 sap p) +tag-cons+) (window-pair rs sap p end))
           (t (values nil nil)))))
 
+(declaim (inline window-integer))
+(defun window-integer (sap p end)
+  "If SAP+P (P below END) holds an integer of one or two bytes, whole in the
+window, its value and the offset after it; otherwise NIL and NIL.  It reads
+nothing else and calls nothing, so the loops below keep it in registers."
+  (declare (type index p end))
+  (let ((tag (sb-sys:sap-ref-8 sap p)))
+    (cond ((>= tag +first-small-int-tag+)
+           (values (- tag +small-int-bias+) (+ p 1)))
+          ((>= (+ p 1) end) (values nil nil))
+          ((= tag +tag-uint8+)
+           (values (sb-sys:sap-ref-8 sap (+ p 1)) (+ p 2)))
+          ((= tag +tag-negint8+)
+           (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) (+ p 2)))
+          (t (values nil nil)))))
+
+(declaim (inline window-integer-next-p))
+(defun window-integer-next-p (sap p end)
+  "True when the element at SAP+P is one WINDOW-INTEGER takes (checked
+between other leaves, to go back to the loop of integers)."
+  (and (< p end)
+       (let ((tag (sb-sys:sap-ref-8 sap p)))
+         (or (>= tag +first-small-int-tag+) (= tag +tag-uint8+) (= tag +tag-negint8+)))))
+
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
   (declare (type restore-state rs) (type cons run) (optimize speed))
   (let ((c run) (last run) (ib (rs-ibuf rs)))
     (loop
-      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)) (taken nil))
-        (declare (type index p end))
-        ;; small integers, the commonest cars, in a loop of their own
-        ;; variables that calls nothing, so that it runs in registers
+      (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
+             (start (ibuf-pos ib)) (p start))
+        (declare (type index p start end))
+        ;; integers of one or two bytes, the commonest cars, in a loop of
+        ;; its own variables that calls nothing, so that it runs in registers
         (let ((q p) (d c) (dlast last))
           (declare (type index q))
           (loop while (and (consp d) (< q end))
-                do (let ((tag (sb-sys:sap-ref-8 sap q)))
-                     (unless (>= tag +first-small-int-tag+)
+                do (multiple-value-bind (value next) (window-integer sap q end)
+                     (unless next
                        (return))
-                     (setf (car d) (- tag +small-int-bias+)
-                           q (+ q 1)
+                     (setf (car d) value
+                           q next
                            dlast d
                            d (cdr d))))
           (setf p q c d last dlast))
-        ;; then any other car the window holds
-        (when (and (consp c) (< p end))
-          (multiple-value-bind (value next) (window-element rs sap p end)
-            (when next
-              (setf (car c) value
-                    p next
-                    last c
-                    c (cdr c)
-                    taken t))))
+        ;; then other leaves the window holds, until the next such integer
+        (loop while (and (consp c) (< p end))
+              do (multiple-value-bind (value next) (window-element rs sap p end)
+                   (unless next
+                     (return))
+                   (setf (car c) value
+                         p next
+                         last c
+                         c (cdr c))
+                   (when (window-integer-next-p sap p end)
+                     (return))))
         (setf (ibuf-pos ib) p)
         (cond ((not (consp c)) (return last))
-              ((not taken)
+              ((= p start)
                ;; not a leaf, or not whole in the window: the general path
                (setf (car c) (read-object rs)
                      last c
@@ -356,28 +383,32 @@ before either is read, so nothing takes an id unless the cons is made."
   (let ((i 0) (n (length v)) (ib (rs-ibuf rs)))
     (declare (type index i))
     (loop
-      (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)) (end (ibuf-end ib)) (taken nil))
-        (declare (type index p end))
-        ;; small integers, as in FILL-CARS
+      (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
+             (start (ibuf-pos ib)) (p start))
+        (declare (type index p start end))
+        ;; as in FILL-CARS: integers of one or two bytes ...
         (let ((q p) (j i))
           (declare (type index q j))
           (loop while (and (< j n) (< q end))
-                do (let ((tag (sb-sys:sap-ref-8 sap q)))
-                     (unless (>= tag +first-small-int-tag+)
+                do (multiple-value-bind (value next) (window-integer sap q end)
+                     (unless next
                        (return))
-                     (setf (svref v j) (- tag +small-int-bias+)
-                           q (+ q 1))
+                     (setf (svref v j) value
+                           q next)
                      (incf j)))
           (setf p q i j))
-        (when (and (< i n) (< p end))
-          (multiple-value-bind (value next) (window-element rs sap p end)
-            (when next
-              (setf (svref v i) value
-                    p next
-                    taken t)
-              (incf i))))
+        ;; ... then other leaves
+        (loop while (and (< i n) (< p end))
+              do (multiple-value-bind (value next) (window-element rs sap p end)
+                   (unless next
+                     (return))
+                   (setf (svref v i) value
+                         p next)
+                   (incf i)
+                   (when (window-integer-next-p sap p end)
+                     (return))))
         (setf (ibuf-pos ib) p)
         (cond ((>= i n) (return v))
-              ((not taken)
+              ((= p start)
                (setf (svref v i) (read-object rs))
                (incf i)))))))
