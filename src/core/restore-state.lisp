@@ -15,6 +15,8 @@
   (refs (make-array 256) :type simple-vector)
   (next-id 0 :type index)
   (cons-refs (make-array 0) :type simple-vector) ; cons id -> cons
+  (run-lengths (make-array 0 :element-type 'fixnum) ; first cons id of a run -> its length
+   :type (simple-array fixnum (*)))
   (next-cons-id 0 :type index)
   (next-later 0 :type index)           ; LATER containers so far
   (depth 0 :type index)                ; containers open in the current record
@@ -47,17 +49,38 @@
                        :alloc-left (and max-alloc (min max-alloc (- most-positive-fixnum 16)))
                        :intern-symbols intern-symbols))
 
+(defun clear-cons-refs (rs)
+  "Clear what the restore stored in its vectors of conses by id: for each
+run, its length and the filled entries, which start at its first cons."
+  (declare (type restore-state rs) (optimize speed))
+  (let ((refs (rs-cons-refs rs))
+        (lengths (rs-run-lengths rs))
+        (used (rs-next-cons-id rs))
+        (k 0))
+    (declare (type index k used))
+    (loop while (< k used)
+          do (let ((n (aref lengths k)))
+               (declare (type index n))
+               (loop for i of-type index from k below (+ k n)
+                     while (consp (svref refs i))
+                     do (setf (svref refs i) 0))
+               (setf (aref lengths k) 0)
+               (incf k n)))))
+
 (defun finish-restore-state (rs)
   "The restore is complete: clear the vectors of objects by id (they must
 not keep the restored data alive) and keep them for the next restore."
-  (flet ((keep (kind vector used)
-           (let ((bytes (* 8 (length vector))))
-             (when (< 2048 bytes (1+ *scratch-limit*))
-               (fill vector 0 :end used)
-               (offer-scratch kind vector bytes)))))
-    (keep +scratch-refs+ (rs-refs rs) (rs-next-id rs))
-    (keep +scratch-cons-refs+ (rs-cons-refs rs) (rs-next-cons-id rs))
+  (flet ((keep-p (vector)
+           (< 2048 (* 8 (length vector)) (1+ *scratch-limit*))))
+    (when (keep-p (rs-refs rs))
+      (fill (rs-refs rs) 0 :end (rs-next-id rs))
+      (offer-scratch +scratch-refs+ (rs-refs rs) (* 8 (length (rs-refs rs)))))
+    (when (keep-p (rs-cons-refs rs))
+      (clear-cons-refs rs)
+      (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))
+                     (* 16 (length (rs-cons-refs rs)))))
     (setf (rs-refs rs) (make-array 0) (rs-cons-refs rs) (make-array 0)
+          (rs-run-lengths rs) (make-array 0 :element-type 'fixnum)
           (rs-next-id rs) 0 (rs-next-cons-id rs) 0)))
 
 (defun restore-invalid (rs message &optional expected)
@@ -89,22 +112,28 @@ tracks objects; return OBJECT."
       object))
 
 (defun grow-cons-refs (rs)
-  "Make room for more cons ids: a first vector sized from the input (a cons
+  "Make room for more cons ids: first vectors sized from the input (a cons
 costs at least a byte of it), then doubling."
-  (let* ((old (rs-cons-refs rs))
-         (new (if (zerop (length old))
-                  (or (take-scratch +scratch-cons-refs+ (constantly t))
-                      (make-array (max 256 (min (available (rs-ibuf rs)) (* 4 1024 1024)))))
-                  (make-array (* 2 (length old))))))
-    (replace new old)
-    (setf (rs-cons-refs rs) new)))
+  (let ((old (rs-cons-refs rs)))
+    (destructuring-bind (refs . lengths)
+        (if (zerop (length old))
+            (or (take-scratch +scratch-cons-refs+ (constantly t))
+                (let ((n (max 256 (min (available (rs-ibuf rs)) (* 4 1024 1024)))))
+                  (cons (make-array n) (make-array n :element-type 'fixnum))))
+            (cons (make-array (* 2 (length old)))
+                  (make-array (* 2 (length old)) :element-type 'fixnum)))
+      (replace refs old)
+      (replace lengths (rs-run-lengths rs))
+      (setf (rs-cons-refs rs) refs
+            (rs-run-lengths rs) lengths))))
 
 ;;; A run of conses takes consecutive cons ids, but only its first cons is
-;;; stored by id when the run is made: most conses are never referenced, and
-;;; storing each would cost a write per cons (and a clear after).  The entry
-;;; of any later cons of a run is filled when that cons is first asked for,
-;;; by following cdrs from the nearest filled entry below it; the cdrs inside
-;;; a run never change once it is made, so that entry's cons leads to it.
+;;; stored by id when the run is made (with the run's length, by the same
+;;; id, for clearing after): most conses are never referenced, and storing
+;;; each would cost a write per cons and a clear after.  The entry of any
+;;; later cons of a run is filled when that cons is first asked for, by
+;;; following cdrs from the nearest filled entry below it; the cdrs inside a
+;;; run never change once it is made, so that entry's cons leads to it.
 
 (defun register-run (rs run n)
   "Give the N conses of the fresh list RUN the next N cons ids."
@@ -113,6 +142,7 @@ costs at least a byte of it), then doubling."
     (loop while (> (+ id n) (length (rs-cons-refs rs)))
           do (grow-cons-refs rs))
     (setf (svref (rs-cons-refs rs) id) run
+          (aref (rs-run-lengths rs) id) n
           (rs-next-cons-id rs) (+ id n))
     run))
 
