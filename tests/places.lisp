@@ -246,6 +246,39 @@ on good ids and on ids that are not in their shortest form or not defined."
                      (outcome (make-instance 'octet-input-stream :octets octets)))
               "REF ~s" ref))))))
 
+(test base-strings-in-runs
+  "Base strings of every length up to past the word-at-a-time limit, in a
+list and in a vector, restore equal from a vector and from a stream; a
+byte above 127 in any one of them is refused at its own offset."
+  (let* ((strings (loop for n from 0 to 70
+                        collect (coerce (loop for i below n collect (code-char (+ 33 (mod (* 7 i) 90))))
+                                        'simple-base-string)))
+         (data (list strings (coerce strings 'simple-vector))))
+    (let ((octets (binstore:store nil data :track-references nil)))
+      (dolist (restored (list (binstore:restore octets)
+                              (binstore:restore (make-instance 'octet-input-stream
+                                                               :octets octets))))
+        (check-same data restored :identity nil)
+        ;; SBCL ends a base string with a zero byte (C functions are passed
+        ;; the string itself): nothing read past the characters may show
+        (dolist (string (first restored))
+          (is (zerop (sb-sys:with-pinned-objects (string)
+                       (sb-sys:sap-ref-8 (sb-sys:vector-sap string) (length string))))
+              "no zero byte after ~s" string))))
+    (dolist (n '(1 7 8 9 16 63 64))
+      (dolist (at (remove-duplicates (list 0 (floor n 2) (1- n))))
+        (let* ((octets (binstore:store nil (list 1 (nth n strings) 2) :track-references nil))
+               ;; the string's bytes follow its tag and its length
+               (offset (+ (position binstore::+tag-base-string+ octets) 2 at)))
+          (setf (aref octets offset) #xC1)
+          (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
+            (let ((c (handler-case (progn (binstore:restore source) nil)
+                       (error (c) c))))
+              (is (typep c 'binstore:invalid-input) "length ~d, byte ~d: ~a" n at c)
+              (when (typep c 'binstore:invalid-input)
+                (is (eql offset (binstore:restore-error-offset c))
+                    "length ~d, byte ~d: offset ~s" n at (binstore:restore-error-offset c))))))))))
+
 (test pairs-in-runs-respect-max-depth
   "A cons of two leaves inside a list is one level deeper than the list."
   (let ((octets (binstore:store nil (list 1 (cons 2 3)))))

@@ -263,6 +263,38 @@ NIL (the general path reads it, or signals what is wrong)."
             (values (svref (rs-refs rs) id) next)
             (values nil nil)))))
 
+(defconstant +window-string-bytes+ 64
+  "The longest base string WINDOW-BASE-STRING reads.")
+
+(defun window-base-string (rs sap p end)
+  "If SAP+P (P below END) holds a base string of fewer than
++WINDOW-STRING-BYTES+ characters, all ASCII, whose bytes the window holds
+in whole words: the new string (with its id) and the offset after it;
+otherwise NIL and NIL, having changed nothing.  The characters move a word
+at a time, the last word masked to the string's length (SBCL keeps the
+bytes after a base string's last character zero)."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* ((n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
+         (from (+ p 2))
+         (words (ceiling n 8)))
+    (declare (type index n from words))
+    (flet ((word (w)
+             ;; the Wth word of the characters, masked to the string's end
+             (let ((word (sb-sys:sap-ref-64 sap (+ from (* 8 w))))
+                   (k (- n (* 8 w))))
+               (if (< k 8) (ldb (byte (* 8 k) 0) word) word))))
+      (declare (inline word))
+      (if (or (>= n +window-string-bytes+)
+              (> (+ from (* 8 words)) end)
+              (loop for w of-type index below words
+                    thereis (logtest (word w) #x8080808080808080)))
+          (values nil nil)
+          (let ((s (make-string n :element-type 'base-char)))
+            (charge rs n)
+            (dotimes (w words)
+              (setf (sb-kernel:%vector-raw-bits s w) (word w)))
+            (values (register rs s) (+ from n)))))))
+
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
   "If the object at SAP+P (P below END) is a leaf the window holds whole,
@@ -278,6 +310,7 @@ complex object read here takes its id, as READ-OBJECT would give it."
                  (values (svref (rs-refs rs) id) (+ p 1))
                  (values nil nil))))
           ((= tag +tag-ref+) (window-ref rs sap p end))
+          ((= tag +tag-base-string+) (window-base-string rs sap p end))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end))
