@@ -279,6 +279,37 @@ byte above 127 in any one of them is refused at its own offset."
                 (is (eql offset (binstore:restore-error-offset c))
                     "length ~d, byte ~d: offset ~s" n at (binstore:restore-error-offset c))))))))))
 
+(test character-strings-in-runs
+  "Strings of one- and two-byte characters (and, past the window's reach,
+three- and four-byte ones) restore equal from a vector and from a stream;
+bad UTF-8 inside a run is refused at the same offset both ways."
+  (let* ((alphabet (coerce (list #\a #\Z #\~ (code-char #xE9) (code-char #x3B1)
+                                 (code-char #x7FF) (code-char #x800) (code-char #x1F600))
+                           'vector))
+         (strings (loop for n from 0 to 70
+                        collect (coerce (loop for i below n
+                                              collect (aref alphabet (mod (* 3 i) (if (evenp n) 6 8))))
+                                        '(simple-array character (*)))))
+         (data (list strings (coerce strings 'simple-vector))))
+    (let ((octets (binstore:store nil data :track-references nil)))
+      (dolist (restored (list (binstore:restore octets)
+                              (binstore:restore (make-instance 'octet-input-stream
+                                                               :octets octets))))
+        (check-same data restored :identity nil)))
+    (dolist (bad '((#xC0 #x80) (#xC1 #xBF) (#xC3 #x41) (#xDF #xC0) (#x80 #x80) (#xE0 #x80)))
+      (let ((octets (binstore:store nil (list 1 (coerce "xyzw" '(simple-array character (*))) 2)
+                                    :track-references nil)))
+        (let ((at (+ (position binstore::+tag-string+ octets) 3)))
+          (replace octets bad :start1 at)
+          (flet ((outcome (source)
+                   (handler-case (progn (binstore:restore source) :restored)
+                     (binstore:invalid-input (c) (binstore:restore-error-offset c)))))
+            (let ((from-vector (outcome octets)))
+              (is (integerp from-vector) "~s in a run: ~s" bad from-vector)
+              (is (eql from-vector (outcome (make-instance 'octet-input-stream
+                                                           :octets octets)))
+                  "~s in a run" bad))))))))
+
 (test pairs-in-runs-respect-max-depth
   "A cons of two leaves inside a list is one level deeper than the list."
   (let ((octets (binstore:store nil (list 1 (cons 2 3)))))

@@ -218,8 +218,9 @@ costs at least a byte of it), then doubling."
 ;;; Runs of elements read in a loop: the commonest elements are taken
 ;;; straight from the window with the position kept in a register, checked
 ;;; against the window's end each time.  They are the leaves (integers of up
-;;; to eight bytes, floats and complexes of floats, NIL, T), references to
-;;; objects already made, and conses of two leaves or small references.
+;;; to eight bytes, floats and complexes of floats, NIL, T, short strings),
+;;; references to objects already made, and conses of two leaves (strings
+;;; aside) or small references.
 ;;; Any other tag, and any element the window does not hold whole, goes
 ;;; through READ-OBJECT, which reads it the same way or signals what is wrong.
 
@@ -295,6 +296,40 @@ bytes after a base string's last character zero)."
               (setf (sb-kernel:%vector-raw-bits s w) (word w)))
             (values (register rs s) (+ from n)))))))
 
+(defun window-character-string (rs sap p end)
+  "If SAP+P (P below END) holds a string of fewer than +WINDOW-STRING-BYTES+
+characters, each of one or two bytes of UTF-8, whole in the window: the new
+string (with its id) and the offset after it; otherwise NIL and NIL, having
+changed nothing (the general path reads longer forms, and signals what is
+wrong with bad ones)."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* ((n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
+         (from (+ p 2))
+         (to from))
+    (declare (type index n from to))
+    (when (>= n +window-string-bytes+)
+      (return-from window-character-string (values nil nil)))
+    ;; check every character first, finding where they end
+    (dotimes (i n)
+      (let ((b (if (< to end) (sb-sys:sap-ref-8 sap to) #xFF)))
+        (cond ((< b #x80) (incf to))
+              ((and (<= #xC2 b #xDF) (< (+ to 1) end)
+                    (= (logand (sb-sys:sap-ref-8 sap (+ to 1)) #xC0) #x80))
+               (incf to 2))
+              (t (return-from window-character-string (values nil nil))))))
+    (charge rs (* 4 n))
+    (let ((s (make-string n)) (q from))
+      (declare (type index q))
+      (dotimes (i n)
+        (let ((b (sb-sys:sap-ref-8 sap q)))
+          (if (< b #x80)
+              (setf (schar s i) (code-char b)
+                    q (+ q 1))
+              (setf (schar s i) (code-char (logior (ash (logand b #x1F) 6)
+                                                   (logand (sb-sys:sap-ref-8 sap (+ q 1)) #x3F)))
+                    q (+ q 2)))))
+      (values (register rs s) to))))
+
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
   "If the object at SAP+P (P below END) is a leaf the window holds whole,
@@ -311,6 +346,7 @@ complex object read here takes its id, as READ-OBJECT would give it."
                  (values nil nil))))
           ((= tag +tag-ref+) (window-ref rs sap p end))
           ((= tag +tag-base-string+) (window-base-string rs sap p end))
+          ((= tag +tag-string+) (window-character-string rs sap p end))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end))
