@@ -62,9 +62,29 @@ search by type compares type specifiers with EQUAL.")
     (#.+element-type-nil+ 0)
     (t (payload-bytes code count))))
 
+(declaim (inline payload-bytes))
 (defun payload-bytes (code count)
   "Bytes of raw payload for COUNT elements of the element type CODE."
-  (ceiling (* count (element-bits code)) 8))
+  (let ((bits (element-bits code)))
+    (declare (type (integer 0 128) bits) (type unsigned-byte count))
+    (if (< count (expt 2 55))           ; word arithmetic, the usual case
+        (ceiling (* (the (unsigned-byte 55) count) bits) 8)
+        (ceiling (* count bits) 8))))
+
+(defun raw-element-code-p (code)
+  "True for element type codes whose payload is raw bytes (not T or
+characters)."
+  (not (or (= code +element-type-t+) (= code +element-type-character+)
+           (= code +element-type-base-char+))))
+
+(defun check-payload-count (rs code count what)
+  "Signal unless the payload of COUNT elements of the raw element type CODE
+could follow (for element type NIL, there is none: charge COUNT instead).
+WHAT names the payload's bytes in the message."
+  (if (= code +element-type-nil+)
+      (charge rs count)
+      ;; a count this large can never fit: clamped, it still fails the check
+      (check-count (rs-ibuf rs) (min (payload-bytes code count) (expt 2 62)) 1 what)))
 
 ;;; Raw payloads ----------------------------------------------------------
 
@@ -223,12 +243,10 @@ vector, as 8-byte integers."
   (let* ((ib (rs-ibuf rs))
          (code (read-element-type-code rs))
          (n (read-varint ib)))
-    (when (member code (list +element-type-t+ +element-type-character+ +element-type-base-char+))
+    (unless (raw-element-code-p code)
       (restore-invalid rs "a specialized vector of element type t or a character type"
                        "a raw element type code"))
-    (if (= code +element-type-nil+)
-        (charge rs n)
-        (check-count ib n (/ (element-bits code) 8) "a specialized vector"))
+    (check-payload-count rs code n "the payload bytes of a specialized vector")
     (charge rs (+ 16 (payload-bytes code n)))
     (let ((v (make-array n :element-type (element-type-of-code code))))
       (unless (= code +element-type-nil+)
@@ -322,12 +340,9 @@ array, the array it is displaced to and the offset."
             (values (read-displaced-array rs dims total type fill-pointer adjustable)
                     code)
             (progn
-              (if (member code (list +element-type-t+ +element-type-character+
-                                     +element-type-base-char+))
-                  (check-count ib total 1 "an array")
-                  (if (= code +element-type-nil+)
-                      (charge rs total)
-                      (check-count ib total (/ (element-bits code) 8) "an array")))
+              (if (raw-element-code-p code)
+                  (check-payload-count rs code total "the payload bytes of an array")
+                  (check-count ib total 1 "an array"))
               (charge rs (+ 64 (storage-bytes code total)))
               (values (make-array dims :element-type type :fill-pointer fill-pointer
                                        :adjustable adjustable)
