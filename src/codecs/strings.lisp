@@ -27,11 +27,17 @@
                  (sb-sys:sap-ref-8 sap (+ p 3)) (logior #x80 (logand code #x3F)))))))
 
 (defun write-utf8-chars (ob string start end)
-  "Write the characters of STRING from START to END as UTF-8.  Blocks of
-characters are encoded straight into the window when it has room for their
-longest encoding; otherwise character by character."
+  "Write the characters of STRING from START to END as UTF-8.  A base
+string's bytes are already its UTF-8 (base characters are ASCII in SBCL):
+they are copied.  Otherwise blocks of characters are encoded straight into
+the window when it has room for their longest encoding, or character by
+character."
   (declare (type string string) (type index start end) (optimize speed))
   (sb-kernel:with-array-data ((data string) (start start) (end end))
+    (when (typep data 'simple-base-string)
+      (sb-sys:with-pinned-objects (data)
+        (write-octets-from-sap ob (sb-sys:vector-sap data) start (- end start)))
+      (return-from write-utf8-chars))
     (if (typep data '(simple-array character (*)))
         (let ((i start))
           (declare (type index i))
