@@ -92,3 +92,20 @@
     (is (not (null (kept-buffer binstore::+scratch-output+))))
     (is (plusp (binstore:release-scratch)))
     (is (null (kept-buffer binstore::+scratch-output+)))))
+
+(test small-stores-allocate-little
+  ;; A store of a little data takes its table from the kept ones and makes
+  ;; its class descriptor table only for instances: into a vector with
+  ;; room, it allocates a few hundred bytes, not the 25 KB a fresh table and
+  ;; hash table cost.
+  (binstore:release-scratch)
+  (let ((data (list 1 2 "abc" 4.5d0 :key (vector 1 2)))
+        (buffer (make-array 1000 :element-type '(unsigned-byte 8) :fill-pointer 0)))
+    (binstore:store buffer data)
+    (let ((before (sb-ext:get-bytes-consed)))
+      (dotimes (i 1000)
+        (setf (fill-pointer buffer) 0)
+        (binstore:store buffer data))
+      (let ((per-store (/ (- (sb-ext:get-bytes-consed) before) 1000)))
+        (is (< per-store 4096) "~,1f bytes consed per store" per-store)))
+    (is (equal (subseq data 0 5) (subseq (binstore:restore buffer) 0 5)))))

@@ -76,9 +76,12 @@ slot is unbound."
     (standard-object +class-kind-standard-object+)))
 
 (defun descriptor-for (ss object)
-  (let ((class (class-of object)))
-    (or (gethash class (ss-descriptors ss))
-        (setf (gethash class (ss-descriptors ss))
+  (let ((class (class-of object))
+        (descriptors (or (ss-descriptors ss)
+                         ;; made at the first instance: most stores have none
+                         (setf (ss-descriptors ss) (make-hash-table :test 'eq)))))
+    (or (gethash class descriptors)
+        (setf (gethash class descriptors)
               (let* ((kind (class-kind object))
                      (slots (stored-slots class kind (ss-store-class-slots ss))))
                 (make-class-descriptor

@@ -20,12 +20,12 @@
   (epoch sb-kernel::*gc-epoch* :type cons)
   (scratch-kind +scratch-table+ :type fixnum)) ; which spare vectors it may use
 
+(declaim (ftype function table-vectors))
 (defun make-identity-table (&key (size 1024) (scratch-kind +scratch-table+))
   (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
-    (%make-identity-table :keys (make-array n :initial-element 0)
-                          :ids (make-array n :element-type '(unsigned-byte 32))
-                          :mask (1- n)
-                          :scratch-kind scratch-kind)))
+    (multiple-value-bind (keys ids) (table-vectors n scratch-kind)
+      (%make-identity-table :keys keys :ids ids :mask (1- (length keys))
+                            :scratch-kind scratch-kind))))
 
 (declaim (inline address-slot))
 (defun address-slot (object mask)
@@ -47,8 +47,11 @@ would, probing slot by slot, have every object walk past it (27 probes on
 average for a list of a million doubles).  A step just over a run moves
 each of them to the next run instead (0.1 probes).")
 
-(defconstant +smallest-kept-table+ (expt 2 16)
-  "Slots below which a table is not worth keeping for the next store.")
+(defconstant +smallest-kept-table+ 2048
+  "Slots below which a table is not worth keeping for the next store.  The
+first table of every store has this many, so a store of a little data
+allocates no table at all (a fresh one was 24 KB, most of a small store's
+allocation).")
 
 (defun table-vectors (size kind)
   "Empty keys and ids vectors of at least SIZE slots: the spare ones kept

@@ -29,7 +29,7 @@
   (deferred '())                       ; (object later-number logical-depth info), filled later
   (no-defer nil)                       ; true while writing parts that must be complete
   (store-class-slots nil)
-  (descriptors nil :type hash-table)   ; class -> class-descriptor
+  (descriptors nil :type (or null hash-table)) ; class -> class-descriptor
   (root nil))                          ; the data, to locate unstorable objects
 
 (defun make-store-state (obuf &key track lists max-depth store-class-slots root)
@@ -40,7 +40,6 @@
                      :track (and track t) :lists (and track lists t)
                      :max-depth max-depth
                      :store-class-slots store-class-slots
-                     :descriptors (make-hash-table :test 'eq)
                      :root root))
 
 (declaim (inline written-id remember remember-cons remember-new-cons-p next-store-id))
