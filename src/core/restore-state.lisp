@@ -26,7 +26,7 @@
   (alloc-left nil :type (or null index)) ; bytes we may still allocate
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
-  (scratch (make-string 64) :type (simple-array character (*))) ; names being looked up
+  (scratch (make-string 0) :type (simple-array character (*))) ; names being looked up (grown as needed)
   (track t)                            ; heap objects get ids (+track-objects+)
   (track-conses nil)                   ; conses get ids (+track-conses+)
   (intern-symbols t))
@@ -71,7 +71,7 @@ run, its length and the filled entries, which start at its first cons."
   "The restore is complete: clear the vectors of objects by id (they must
 not keep the restored data alive) and keep them for the next restore."
   (flet ((keep-p (vector)
-           (< 2048 (* 8 (length vector)) (1+ *scratch-limit*))))
+           (<= 2048 (* 8 (length vector)) *scratch-limit*)))
     (when (keep-p (rs-refs rs))
       (fill (rs-refs rs) 0 :end (rs-next-id rs))
       (offer-scratch +scratch-refs+ (rs-refs rs) (* 8 (length (rs-refs rs)))))
