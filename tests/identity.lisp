@@ -215,3 +215,25 @@ too, and their conses still take ids."
     (let ((restored (round-trip data :track-references nil)))
       (is (eq (first restored) (fourth restored)))
       (is (not (eq (first restored) (third restored)))))))
+
+(test identity-table-kernel
+  "The table's unchecked probe relies on its vectors having the same
+power-of-two length: installing any others is refused, a released table
+grows afresh when used again, and ids survive growth and a collection."
+  (let ((table (binstore::make-identity-table)))
+    (signals error (binstore::install-vectors table (make-array 8 :initial-element 0)
+                                              (make-array 4 :element-type '(unsigned-byte 32))))
+    (signals error (binstore::install-vectors table (make-array 6 :initial-element 0)
+                                              (make-array 6 :element-type '(unsigned-byte 32))))
+    (signals error (binstore::install-vectors table (make-array 0)
+                                              (make-array 0 :element-type '(unsigned-byte 32))))
+    (let ((objects (loop for i below 5000 collect (list i))))
+      (is (loop for object in objects for id from 0
+                always (= -1 (binstore::identity-table-get-or-add table object id))))
+      (sb-ext:gc :full t)               ; objects move: the table rebuilds
+      (is (loop for object in objects for id from 0
+                always (= id (binstore::identity-table-get table object))))
+      (binstore::release-identity-table table)
+      (is (= -1 (binstore::identity-table-get table (first objects))))
+      (is (= -1 (binstore::identity-table-get-or-add table (first objects) 7)))
+      (is (= 7 (binstore::identity-table-get table (first objects)))))))

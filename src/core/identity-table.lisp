@@ -13,19 +13,40 @@
 (in-package #:binstore)
 
 (defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
+  ;; KEYS and IDS always have MASK + 1 slots: a slot index masked with MASK
+  ;; is within both, which PROBE and IDENTITY-TABLE-GET-OR-ADD rely on
   (keys nil :type simple-vector)              ; 0 marks an empty slot
   (ids nil :type (simple-array (unsigned-byte 32) (*)))
-  (mask 0 :type fixnum)
-  (count 0 :type fixnum)
+  (mask 0 :type index)
+  (count 0 :type index)
+  (limit 0 :type index)                       ; the count at which the table grows
   (epoch sb-kernel::*gc-epoch* :type cons)
   (scratch-kind +scratch-table+ :type fixnum)) ; which spare vectors it may use
 
 (declaim (ftype function table-vectors))
+
+(defun half-full (slots)
+  "The count at which a table of SLOTS slots grows: it is kept at most
+half full, so probes stay short."
+  (floor slots 2))
+
+(defun install-vectors (table keys ids)
+  "Make KEYS and IDS TABLE's vectors, with the mask and limit they give.
+The one place that sets them: it checks what the unchecked accesses of
+PROBE rely on, that both have the same power-of-two number of slots."
+  (declare (type identity-table table) (type simple-vector keys)
+           (type (simple-array (unsigned-byte 32) (*)) ids))
+  (let ((n (length keys)))
+    (assert (and (= n (length ids)) (plusp n) (= n (ash 1 (1- (integer-length n)))))
+            () "identity table vectors of ~d and ~d slots" n (length ids))
+    (setf (it-keys table) keys (it-ids table) ids
+          (it-mask table) (1- n) (it-limit table) (half-full n))
+    table))
 (defun make-identity-table (&key (size 1024) (scratch-kind +scratch-table+))
   (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
     (multiple-value-bind (keys ids) (table-vectors n scratch-kind)
-      (%make-identity-table :keys keys :ids ids :mask (1- (length keys))
-                            :scratch-kind scratch-kind))))
+      (install-vectors (%make-identity-table :keys keys :ids ids :scratch-kind scratch-kind)
+                       keys ids))))
 
 (declaim (inline address-slot))
 (defun address-slot (object mask)
@@ -76,10 +97,11 @@ store when they are large enough to be worth it."
         (when (<= bytes *scratch-limit*)
           (fill keys 0)
           (offer-scratch (it-scratch-kind table) (cons keys (it-ids table)) bytes))))
-    ;; the table must not be used again: its vectors may now serve another
-    (setf (it-keys table) (make-array 0)
-          (it-ids table) (make-array 0 :element-type '(unsigned-byte 32))
-          (it-count table) 0 (it-mask table) 0)
+    ;; its vectors may now serve another table: this one gets a single
+    ;; slot and a limit of 0, so a later use grows it afresh
+    (install-vectors table (make-array 1 :initial-element 0)
+                     (make-array 1 :element-type '(unsigned-byte 32)))
+    (setf (it-count table) 0 (it-limit table) 0)
     nil))
 
 (defun rebuild-identity-table (table new-size)
@@ -106,8 +128,8 @@ the re-insertion means starting it again, in the same vectors."
                   (setf (svref keys j) key
                         (aref ids j) (aref old-ids i))))))
           (when (eq epoch sb-kernel::*gc-epoch*)
-            (setf (it-keys table) keys (it-ids table) ids
-                  (it-mask table) mask (it-epoch table) epoch)
+            (install-vectors table keys ids)
+            (setf (it-epoch table) epoch)
             (return table))
           (fill keys 0))))))
 
@@ -115,9 +137,9 @@ the re-insertion means starting it again, in the same vectors."
 (defun grow-if-full (table)
   "Keep the table at most half full (probes stay short); grow
 fourfold while it is small, so a large store rebuilds it few times."
-  (let ((size (length (it-keys table))))
-    (when (> (* 2 (1+ (it-count table))) size)
-      (rebuild-identity-table table (if (< size (expt 2 20)) (* 4 size) (* 2 size))))))
+  (when (>= (it-count table) (it-limit table))
+    (let ((size (length (it-keys table))))
+      (rebuild-identity-table table (max 64 (if (< size (expt 2 20)) (* 4 size) (* 2 size)))))))
 
 (declaim (inline identity-table-current))
 (defun identity-table-current (table)
@@ -133,8 +155,10 @@ fourfold while it is small, so a large store rebuilds it few times."
   (let* ((keys (it-keys table))
          (mask (it-mask table))
          (i (address-slot object mask)))
+    (declare (type index i))
     (loop
-      (let ((key (svref keys i)))
+      ;; I is masked, so within KEYS (see the structure): unchecked
+      (let ((key (locally (declare (optimize (safety 0))) (svref keys i))))
         (when (or (eq key object) (eql key 0))
           (return i)))
       (setf i (logand (+ i +probe-step+) mask)))))
@@ -144,9 +168,10 @@ fourfold while it is small, so a large store rebuilds it few times."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
   (let ((i (probe table object)))
-    (if (eql (svref (it-keys table) i) 0)
-        -1
-        (aref (it-ids table) i))))
+    (locally (declare (optimize (safety 0)))   ; I comes from PROBE
+      (if (eql (svref (it-keys table) i) 0)
+          -1
+          (aref (it-ids table) i)))))
 
 (declaim (inline identity-table-get-or-add))
 (defun identity-table-get-or-add (table object id)
@@ -155,13 +180,16 @@ fourfold while it is small, so a large store rebuilds it few times."
   (declare (type identity-table table) (type (unsigned-byte 32) id) (optimize speed))
   (grow-if-full table)
   (identity-table-current table)
-  (let ((i (probe table object)))
-    (if (eql (svref (it-keys table) i) 0)
-        (progn (setf (svref (it-keys table) i) object
-                     (aref (it-ids table) i) id)
-               (incf (it-count table))
-               -1)
-        (aref (it-ids table) i))))
+  (let ((i (probe table object))
+        (keys (it-keys table))
+        (ids (it-ids table)))
+    (locally (declare (optimize (safety 0)))   ; I comes from PROBE
+      (if (eql (svref keys i) 0)
+          (progn (setf (svref keys i) object
+                       (aref ids i) id)
+                 (incf (it-count table))
+                 -1)
+          (aref ids i)))))
 
 (declaim (inline identity-table-add))
 (defun identity-table-add (table object id)
