@@ -65,7 +65,7 @@ run, its length and the filled entries, which start at its first cons."
                      while (consp (svref refs i))
                      do (setf (svref refs i) 0))
                (setf (aref lengths k) 0)
-               (incf k n)))))
+               (incf k (max n 1))))))      ; every run has a cons: never stuck
 
 (defun finish-restore-state (rs)
   "The restore is complete: clear the vectors of objects by id (they must
@@ -220,9 +220,9 @@ costs at least a byte of it), then doubling."
 ;;; against the window's end each time.  They are the leaves (integers of up
 ;;; to eight bytes, floats and complexes of floats, NIL, T, short strings),
 ;;; references to objects already made, and conses of two leaves (strings
-;;; aside) or small references.
-;;; Any other tag, and any element the window does not hold whole, goes
-;;; through READ-OBJECT, which reads it the same way or signals what is wrong.
+;;; aside) or small references.  Any other tag, and any element the window
+;;; does not hold whole, goes through READ-OBJECT, which reads it the same
+;;; way or signals what is wrong.
 
 (declaim (inline leaf-bytes))
 (defun leaf-bytes (tag)
@@ -333,8 +333,9 @@ wrong with bad ones)."
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
   "If the object at SAP+P (P below END) is a leaf the window holds whole,
-that object and the offset after it; otherwise NIL and NIL.  A float or
-complex object read here takes its id, as READ-OBJECT would give it."
+that object and the offset after it; otherwise NIL and NIL.  An object of
+a tracked kind read here (a double, complex or string) takes its id, as
+READ-OBJECT would give it."
   (declare (type restore-state rs) (type index p end))
   (let ((tag (sb-sys:sap-ref-8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
