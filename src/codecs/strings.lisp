@@ -194,24 +194,25 @@ or NIL.  Eight bytes at a time."
     nil))
 
 (defun read-simple-base-string (rs)
+  "Read a base string whose tag was just consumed."
   (declare (optimize speed))
   (let* ((ib (rs-ibuf rs))
-         (n (check-count ib (read-varint ib) 1 "a base string")))
-    (declare (type index n))
-    (charge rs n)
-    (let ((s (make-string n :element-type 'base-char)))
-      (if (and (< n 64) (<= n (available ib)))
-          ;; short and in the window: copy and check byte by byte
-          (let ((sap (ibuf-sap ib)) (p (ibuf-pos ib)))
-            (dotimes (i n)
-              (let ((b (sb-sys:sap-ref-8 sap (+ p i))))
-                (when (>= b #x80)
-                  (invalid ib "a byte above 127 in a base string" "ASCII"
-                           (+ (ibuf-offset ib) i)))
-                (setf (schar s i) (code-char b))))
-            (setf (ibuf-pos ib) (+ p n)))
-          (read-base-chars-into rs s 0 n))
-      (register rs s))))
+         (p (ibuf-pos ib)))
+    (declare (type index p))
+    ;; a short ASCII string the window holds is made as in a run (the tag,
+    ;; at P - 1, is still in the window)
+    (multiple-value-bind (s next)
+        (if (plusp p)
+            (window-base-string rs (ibuf-sap ib) (1- p) (ibuf-end ib))
+            (values nil nil))
+      (if next
+          (progn (setf (ibuf-pos ib) next) s)
+          (let ((n (check-count ib (read-varint ib) 1 "a base string")))
+            (declare (type index n))
+            (charge rs n)
+            (let ((s (make-string n :element-type 'base-char)))
+              (read-base-chars-into rs s 0 n)
+              (register rs s)))))))
 
 (defun read-character-string (rs)
   (register rs (read-string-payload rs)))
