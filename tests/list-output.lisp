@@ -92,6 +92,30 @@ round-trip; vectors too small for them spill at several points."
     (check-one-walk-bytes (list* 1 (make-list 400 :initial-element s))
                           :track-references t)))
 
+(defun mixed-number (i)
+  "A fresh object of the I-th of thirteen kinds: numbers the block writers
+take, and kinds they leave to the general writer."
+  (case (mod (* i 7) 13)
+    (0 (- (mod i 33) 16)) (1 (- -300 i)) (2 (+ 70000 i)) (3 (int64-value i))
+    (4 (float i 1f0)) (5 (float i 1d0)) (6 (complex (float i 1d0) -2d0))
+    (7 (complex 1f0 (float i 1f0))) (8 (format nil "s~d" i)) (9 (/ 3 (+ 4 (* 2 i))))
+    (10 nil) (11 (+ (expt 2 70) i)) (t (- (float i 1d0)))))
+
+(test numbers-in-blocks
+  ;; in lists (one walk and two) and vectors, with and without reference
+  ;; tracking (which takes doubles and complexes out of the blocks),
+  ;; wherever a window ends
+  (dolist (n '(2 13 200 3000))
+    (let ((data (loop for i below n collect (mixed-number i))))
+      (dolist (tracking '(nil t))
+        (check-one-walk-bytes data :track-references tracking)
+        (check-one-walk-bytes (coerce data 'simple-vector) :track-references tracking)
+        (check-one-walk-bytes (list* 1.5f0 (float n 1d0) data) :track-references tracking))))
+  ;; a double written twice keeps its identity when references are tracked
+  (let* ((d (+ 0.5d0 (random 1d0)))
+         (back (binstore:restore (binstore:store nil (list 1 d 2 d)))))
+    (is (eq (second back) (fourth back)))))
+
 (test one-walk-circular-lists
   (dolist (place (list nil (make-array 10 :element-type '(unsigned-byte 8)
                                           :fill-pointer 0 :adjustable t)))

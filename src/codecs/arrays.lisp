@@ -54,14 +54,6 @@ search by type compares type specifiers with EQUAL.")
                        "a code listed in doc/FORMAT.md"))
     code))
 
-(defun storage-bytes (code count)
-  "Bytes of memory COUNT elements of the element type CODE occupy."
-  (case code
-    ((#.+element-type-t+ #.+element-type-character+) (* 8 count))
-    (#.+element-type-base-char+ count)
-    (#.+element-type-nil+ 0)
-    (t (payload-bytes code count))))
-
 (declaim (inline payload-bytes))
 (defun payload-bytes (code count)
   "Bytes of raw payload for COUNT elements of the element type CODE."
@@ -70,6 +62,14 @@ search by type compares type specifiers with EQUAL.")
     (if (< count (expt 2 55))           ; word arithmetic, the usual case
         (ceiling (* (the (unsigned-byte 55) count) bits) 8)
         (ceiling (* count bits) 8))))
+
+(defun storage-bytes (code count)
+  "Bytes of memory COUNT elements of the element type CODE occupy."
+  (case code
+    ((#.+element-type-t+ #.+element-type-character+) (* 8 count))
+    (#.+element-type-base-char+ count)
+    (#.+element-type-nil+ 0)
+    (t (payload-bytes code count))))
 
 (defun raw-element-code-p (code)
   "True for element type codes whose payload is raw bytes (not T or
@@ -208,17 +208,14 @@ vector, as 8-byte integers."
 
 (defun write-simple-vector-contents (ss v)
   (declare (type simple-vector v))
-  (let ((ob (ss-obuf ss)) (n (length v)) (i 0))
+  (let ((ob (ss-obuf ss)) (n (length v)) (i 0) (untracked (not (ss-track ss))))
     (declare (type index i))
     (loop
-      ;; fixnums, the commonest elements, in blocks
-      (setf i (write-fixnum-elements ob v i n))
+      ;; numbers, the commonest elements, in blocks
+      (setf i (write-leaf-elements ob v i n untracked))
       (when (>= i n)
         (return))
-      (let ((x (svref v i)))
-        (if (typep x 'single-float)
-            (write-single-float ob x)
-            (write-object ss x)))
+      (write-object ss (svref v i))
       (incf i))))
 
 (defun read-simple-vector-header (rs)

@@ -84,6 +84,66 @@ straight into the window with one bounds check each."
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))
 
+(defun put-leaf-cars (sap p c k mark packed untracked list)
+  "Write the cars from the cons C on at SAP+P, at most K of them, for as long
+as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
+bytes).  Return the offset after them, the cons reached (the one whose car
+was not written, or the cdr after the last car written) and how many were
+written.  A cons reached that is MARK means LIST is circular.  The caller
+has made room for K times +MAX-LEAF-BYTES+."
+  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+           (optimize speed))
+  (let ((written 0))
+    (declare (type index written))
+    (loop
+      (when (= written k)
+        (return))
+      (let* ((x (car c))
+             (q (if packed
+                    (when (int64-element-p x)
+                      (setf (sb-sys:signed-sap-ref-64 sap p) x)
+                      (+ p 8))
+                    (put-leaf sap p x untracked))))
+        (unless q
+          (return))
+        ;; both stay below what the caller checked: the room and K
+        (setf p (sb-ext:truly-the index q)
+              written (sb-ext:truly-the index (1+ written)))
+        (let ((next (cdr c)))
+          (unless (consp next)
+            (return-from put-leaf-cars (values p next written)))
+          (when (eq next mark)
+            (circular-list-error list))
+          (setf c next))))
+    (values p c written)))
+
+(defun write-leaf-cars (ob list n untracked)
+  "Write the first N cars of LIST for as long as PUT-LEAF takes them; return
+the cons of the first car not written and how many are left."
+  (declare (type obuf ob) (type index n) (optimize speed))
+  (let ((c list))
+    (loop
+      (when (zerop n)
+        (return (values c 0)))
+      (let* ((p (obuf-pos ob))
+             (block (min n (floor (- (obuf-end ob) p) +max-leaf-bytes+))))
+        (declare (type index p block))
+        (if (zerop block)
+            ;; near the window's end: one car, with an exact reservation
+            (progn
+              (unless (write-leaf-near-end ob (car c))
+                (return (values c n)))
+              (setf c (cdr c))
+              (decf n))
+            (multiple-value-bind (q next written)
+                (put-leaf-cars (obuf-sap ob) p c block nil nil untracked list)
+              (declare (type index q written))
+              (setf (obuf-pos ob) q
+                    c next)
+              (decf n written)
+              (when (< written block)
+                (return (values c n)))))))))
+
 (defun write-list-header (ss list)
   "Write the tag and length of the run at LIST; return (n . tail) for the
 contents, where a tail of :INT64 marks a packed run of integers."
@@ -108,16 +168,17 @@ loop rather than by recursion."
   (loop
     (destructuring-bind (n . tail) info
       (declare (type index n))
-      (let ((c list) (ob (ss-obuf ss)))
-        (dotimes (i n)
-          (let ((x (car c)))
-            ;; fixnums and single-floats, the commonest elements, skip the
-            ;; general dispatch
-            (typecase x
-              (fixnum (write-fixnum ob x))
-              (single-float (write-single-float ob x))
-              (t (write-object ss x))))
-          (setf c (cdr c))))
+      (let ((c list) (ob (ss-obuf ss)) (untracked (not (ss-track ss))))
+        (loop
+          (when (zerop n)
+            (return))
+          (if (and (leaf-p (car c) untracked) (> n 1) (leaf-p (cadr c) untracked))
+              ;; numbers, the commonest elements, in blocks (a call pays
+              ;; for itself from two cars on)
+              (multiple-value-setq (c n) (write-leaf-cars ob c n untracked))
+              (progn (write-object ss (car c))
+                     (setf c (cdr c))
+                     (decf n)))))
       (cond ((null tail) (return))
             ((and (consp tail) (ss-lists ss))
              (when (written-before-p ss tail)
@@ -185,7 +246,7 @@ caught by Brent's method: the cons reached at each power-of-two step is
 kept, and meeting it again means a cycle."
   (declare (type store-state ss) (type cons list) (type index contents) (optimize speed))
   (let ((ob (ss-obuf ss)) (n 0) (c list) (packed (int64-element-p (car list)))
-        (mark list) (lap 1)
+        (untracked (not (ss-track ss))) (mark list) (lap 1)
         (gap 2) (widen-at 128))         ; a count of WIDEN-AT needs GAP + 1
     (declare (type index n lap gap widen-at))
     (flet ((next ()
@@ -209,40 +270,39 @@ kept, and meeting it again means a cycle."
                 gap (1+ gap)
                 widen-at (min (* 128 widen-at) most-positive-fixnum)))
         (let ((x (car c)))
-          (cond ((and packed (int64-element-p x))
-                 (write-s64 ob x)
-                 (unless (next) (return)))
-                ((typep x 'fixnum)
-                 (unpack)
-                 ;; fixnum cars in a block: room checked once, the position
-                 ;; kept in a register
-                 (let* ((p (obuf-pos ob))
-                        (block (floor (- (obuf-end ob) p) +max-fixnum-bytes+))
-                        (sap (obuf-sap ob))
-                        (more t))
-                   (declare (type index p block))
-                   (if (zerop block)
-                       (progn (write-fixnum-near-end ob x)
-                              (setf more (next)))
-                       (progn
-                         (loop (setf p (put-fixnum sap p x))
-                               (decf block)
-                               (setf more (next))
-                               (unless more (return))
-                               (setf x (car c))
-                               (unless (and (plusp block) (typep x 'fixnum)
-                                            (< n widen-at))
-                                 (return)))
-                         (setf (obuf-pos ob) p)))
-                   (unless more (return))))
-                ((typep x 'single-float)
-                 (unpack)
-                 (write-single-float ob x)
-                 (unless (next) (return)))
-                (t
-                 (unpack)
-                 (write-object ss x)
-                 (unless (next) (return))))))
+          (unless (and packed (int64-element-p x))
+            (unpack))
+          (let ((block (if (and (or packed (leaf-p x untracked))
+                                ;; a call pays for itself from two cars on
+                                (let ((more (cdr c)))
+                                  (and (consp more)
+                                       (if packed
+                                           (int64-element-p (car more))
+                                           (leaf-p (car more) untracked)))))
+                           (min (floor (- (obuf-end ob) (obuf-pos ob)) +max-leaf-bytes+)
+                                ;; up to LAP and WIDEN-AT, NEXT's look at
+                                ;; them can wait for the end of the block
+                                (- lap n) (- widen-at n))
+                           0)))
+            (declare (type index block))
+            (if (zerop block)
+                ;; not two numbers PUT-LEAF-CARS takes, or near the
+                ;; window's end
+                (progn (if packed (write-s64 ob x) (write-object ss x))
+                       (unless (next) (return)))
+                (multiple-value-bind (p next written)
+                    (put-leaf-cars (obuf-sap ob) (obuf-pos ob) c block
+                                   mark packed untracked list)
+                  (declare (type index p written))
+                  ;; X at least is written, and NEXT's steps are taken: N
+                  ;; reaches LAP only at the block's end
+                  (setf (obuf-pos ob) p)
+                  (incf n written)
+                  (setf c next)
+                  (unless (consp c)
+                    (return))
+                  (when (= n lap)
+                    (setf mark c lap (* 2 lap))))))))
       (when c
         (unpack)))
     (values n c packed gap)))

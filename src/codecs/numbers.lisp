@@ -68,33 +68,6 @@ SAP+P; return the offset after it.  The caller has made room for it."
         (setf (obuf-pos ob) (put-fixnum (obuf-sap ob) p n))
         (write-fixnum-near-end ob n))))
 
-(defun write-fixnum-elements (ob v start end)
-  "Write the elements of V from START below END for as long as they are
-fixnums; return the index of the first one not written.  Room is checked
-once per block, and the position kept in a register within it."
-  (declare (type obuf ob) (type simple-vector v) (type index start end)
-           (optimize speed))
-  (let ((i start))
-    (declare (type index i))
-    (loop
-      (when (or (>= i end) (not (typep (svref v i) 'fixnum)))
-        (return i))
-      (let* ((p (obuf-pos ob))
-             (block (min (- end i) (floor (- (obuf-end ob) p) +max-fixnum-bytes+))))
-        (declare (type index p block))
-        (if (zerop block)
-            ;; near the window's end: one at a time, with exact reservations
-            (progn (write-fixnum-near-end ob (svref v i))
-                   (incf i))
-            (let ((sap (obuf-sap ob)) (stop (+ i block)))
-              (loop while (< i stop)
-                    do (let ((x (svref v i)))
-                         (unless (typep x 'fixnum)
-                           (return))
-                         (setf p (put-fixnum sap p x))
-                         (incf i)))
-              (setf (obuf-pos ob) p)))))))
-
 (defun write-bignum (ob n)
   "Write an integer outside 64 signed bits: sign and magnitude, little-endian."
   (declare (type integer n))
@@ -144,18 +117,30 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
 ;;; Written as their IEEE 754 bits through sap-ref, so -0.0, infinities and
 ;;; NaN payloads survive exactly.
 
-(declaim (inline write-single-float write-double-float))
+(declaim (inline put-single-float put-double-float write-single-float write-double-float))
+(defun put-single-float (sap p x)
+  "Store the single-float X with its tag at SAP+P; return the offset after it."
+  (declare (type index p) (type single-float x))
+  (setf (sb-sys:sap-ref-8 sap p) +tag-single-float+
+        (sb-sys:sap-ref-single sap (1+ p)) x)
+  (+ p 5))
+
+(defun put-double-float (sap p x)
+  "Store the double-float X with its tag at SAP+P; return the offset after it."
+  (declare (type index p) (type double-float x))
+  (setf (sb-sys:sap-ref-8 sap p) +tag-double-float+
+        (sb-sys:sap-ref-double sap (1+ p)) x)
+  (+ p 9))
+
 (defun write-single-float (ob x)
   (declare (type single-float x))
-  (with-reserved (sap p ob 5)
-    (setf (sb-sys:sap-ref-8 sap p) +tag-single-float+
-          (sb-sys:sap-ref-single sap (1+ p)) x)))
+  (with-reserved (sap p ob 5)           ; RESERVE first: it may move the window
+    (put-single-float sap p x)))
 
 (defun write-double-float (ob x)
   (declare (type double-float x))
   (with-reserved (sap p ob 9)
-    (setf (sb-sys:sap-ref-8 sap p) +tag-double-float+
-          (sb-sys:sap-ref-double sap (1+ p)) x)))
+    (put-double-float sap p x)))
 
 ;;; Ratios and complexes ----------------------------------------------
 ;;; Their parts are integers or floats, never containers, so they nest at
@@ -180,26 +165,112 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
       (restore-invalid rs (format nil "ratio denominator ~d" den) "a denominator above 1"))
     (register rs (/ num den))))
 
+(declaim (inline put-complex-float))
+(defun put-complex-float (sap p x)
+  "Store X, a complex of double-floats or of single-floats, with its tag at
+SAP+P; return the offset after it.  Dispatching on the complex's own type
+reads the parts unboxed (REALPART of an unknown complex conses a float)."
+  (declare (type index p))
+  (etypecase x
+    ((complex double-float)
+     (setf (sb-sys:sap-ref-8 sap p) +tag-complex-double+
+           (sb-sys:sap-ref-double sap (+ p 1)) (realpart x)
+           (sb-sys:sap-ref-double sap (+ p 9)) (imagpart x))
+     (+ p 17))
+    ((complex single-float)
+     (setf (sb-sys:sap-ref-8 sap p) +tag-complex-single+
+           (sb-sys:sap-ref-single sap (+ p 1)) (realpart x)
+           (sb-sys:sap-ref-single sap (+ p 5)) (imagpart x))
+     (+ p 9))))
+
 (defun write-complex (ss x)
-  ;; Dispatch on the complex's own type, so that the float parts are read
-  ;; unboxed (REALPART of an unknown complex conses a fresh float).
   (declare (optimize speed))
   (let ((ob (ss-obuf ss)))
-    (etypecase x
-      ((complex double-float)
-       (with-reserved (sap p ob 17)
-         (setf (sb-sys:sap-ref-8 sap p) +tag-complex-double+
-               (sb-sys:sap-ref-double sap (+ p 1)) (realpart x)
-               (sb-sys:sap-ref-double sap (+ p 9)) (imagpart x))))
-      ((complex single-float)
-       (with-reserved (sap p ob 9)
-         (setf (sb-sys:sap-ref-8 sap p) +tag-complex-single+
-               (sb-sys:sap-ref-single sap (+ p 1)) (realpart x)
-               (sb-sys:sap-ref-single sap (+ p 5)) (imagpart x))))
-      ((complex rational)
-       (write-u8 ob +tag-complex-rational+)
-       (write-object ss (realpart x))
-       (write-object ss (imagpart x))))))
+    (if (typep x '(complex rational))
+        (progn (write-u8 ob +tag-complex-rational+)
+               (write-object ss (realpart x))
+               (write-object ss (imagpart x)))
+        (with-reserved (sap p ob (if (typep x '(complex double-float)) 17 9))
+          (put-complex-float sap p x)))))
+
+;;; Numbers in blocks --------------------------------------------------
+;;; Lists and vectors are mostly numbers.  Their writers make room for a
+;;; block of elements at once and keep the position in a register, writing
+;;; each number that needs no lookup with PUT-LEAF.
+
+(defconstant +max-leaf-bytes+ 17 "The most bytes PUT-LEAF stores: a complex of doubles.")
+
+(declaim (inline put-leaf))
+(defun put-leaf (sap p x untracked)
+  "Store X at SAP+P when it is a number written without a lookup: an
+integer of 63 bits or a single-float, and, when UNTRACKED (no reference
+tracking), a double-float or a complex of floats.  Return the offset after
+it, or NIL, writing nothing, for anything else.  The caller has made room
+for +MAX-LEAF-BYTES+."
+  (declare (type index p))
+  (if (typep x 'fixnum)
+      (put-fixnum sap p x)
+      (typecase x
+        (single-float (put-single-float sap p x))
+        (t (when untracked
+             (typecase x
+               (double-float (put-double-float sap p x))
+               ((or (complex double-float) (complex single-float))
+                (put-complex-float sap p x))))))))
+
+(declaim (inline leaf-p))
+(defun leaf-p (x untracked)
+  "True when PUT-LEAF takes X."
+  (or (typep x '(or fixnum single-float))
+      (and untracked
+           (typep x '(or double-float (complex double-float) (complex single-float))))))
+
+(defun write-leaf-near-end (ob x)
+  "Write X one element at a time, as near the window's end, when it is a
+fixnum or a single-float; true if it was written."
+  (typecase x
+    (fixnum (write-fixnum-near-end ob x) t)
+    (single-float (write-single-float ob x) t)))
+
+(defun write-leaf-elements (ob v start end untracked)
+  "Write the elements of V from START below END for as long as PUT-LEAF
+takes them; return the index of the first one not written."
+  (declare (type obuf ob) (type simple-vector v) (type index start end)
+           (optimize speed))
+  (let ((i start))
+    (declare (type index i))
+    (loop
+      (when (>= i end)
+        (return i))
+      (let* ((p (obuf-pos ob))
+             (block (min (- end i) (floor (- (obuf-end ob) p) +max-leaf-bytes+))))
+        (declare (type index p block))
+        (if (zerop block)
+            ;; near the window's end: one element, with an exact reservation
+            (progn
+              (unless (write-leaf-near-end ob (svref v i))
+                (return i))
+              (incf i))
+            (let ((sap (obuf-sap ob)) (stop (+ i block)))
+              (declare (type index stop))
+              (loop
+                ;; runs of fixnums take a loop of their own
+                (loop while (< i stop)
+                      do (let ((x (svref v i)))
+                           (unless (typep x 'fixnum)
+                             (return))
+                           (setf p (put-fixnum sap p x))
+                           (incf i)))
+                (unless (< i stop)
+                  (return))
+                (let ((q (put-leaf sap p (svref v i) untracked)))
+                  (unless q
+                    (setf (obuf-pos ob) p)
+                    (return-from write-leaf-elements i))
+                  ;; below the window's end, which BLOCK allowed for
+                  (setf p (sb-ext:truly-the index q))
+                  (incf i)))
+              (setf (obuf-pos ob) p)))))))
 
 (defun read-complex-rational (rs)
   (flet ((part (what)
