@@ -246,7 +246,7 @@ caught by Brent's method: the cons reached at each power-of-two step is
 kept, and meeting it again means a cycle."
   (declare (type store-state ss) (type cons list) (type index contents) (optimize speed))
   (let ((ob (ss-obuf ss)) (n 0) (c list) (packed (int64-element-p (car list)))
-        (untracked (not (ss-track ss))) (mark list) (lap 1)
+        (untracked (not (ss-track ss))) (boxed-leaves nil) (mark list) (lap 1)
         (gap 2) (widen-at 128))         ; a count of WIDEN-AT needs GAP + 1
     (declare (type index n lap gap widen-at))
     (flet ((next ()
@@ -261,8 +261,16 @@ kept, and meeting it again means a cycle."
            (unpack ()
              (when packed
                (unpack-int64-cars ob contents n)
-               (setf packed nil))))
-      (declare (inline next))
+               (setf packed nil)))
+           (takes-p (x)
+             ;; whether PUT-LEAF-CARS takes X.  Only after a car that was a
+             ;; boxed number (a double or a complex) does this look at a
+             ;; heap object's header: the general writer would not always
+             ;; need it (a symbol written before is found by address).
+             (cond (packed (int64-element-p x))
+                   ((typep x '(or fixnum single-float)))
+                   (boxed-leaves (leaf-p x untracked)))))
+      (declare (inline next takes-p))
       (loop
         (when (>= n widen-at)
           ;; the position is in the obuf here, whichever way we came
@@ -270,15 +278,12 @@ kept, and meeting it again means a cycle."
                 gap (1+ gap)
                 widen-at (min (* 128 widen-at) most-positive-fixnum)))
         (let ((x (car c)))
-          (unless (and packed (int64-element-p x))
+          (when (and packed (not (int64-element-p x)))
             (unpack))
-          (let ((block (if (and (or packed (leaf-p x untracked))
+          (let ((block (if (and (takes-p x)
                                 ;; a call pays for itself from two cars on
                                 (let ((more (cdr c)))
-                                  (and (consp more)
-                                       (if packed
-                                           (int64-element-p (car more))
-                                           (leaf-p (car more) untracked)))))
+                                  (and (consp more) (takes-p (car more)))))
                            (min (floor (- (obuf-end ob) (obuf-pos ob)) +max-leaf-bytes+)
                                 ;; up to LAP and WIDEN-AT, NEXT's look at
                                 ;; them can wait for the end of the block
@@ -289,6 +294,8 @@ kept, and meeting it again means a cycle."
                 ;; not two numbers PUT-LEAF-CARS takes, or near the
                 ;; window's end
                 (progn (if packed (write-s64 ob x) (write-object ss x))
+                       ;; X's header is in the cache now
+                       (setf boxed-leaves (and untracked (leaf-p x t)))
                        (unless (next) (return)))
                 (multiple-value-bind (p next written)
                     (put-leaf-cars (obuf-sap ob) (obuf-pos ob) c block
