@@ -12,10 +12,15 @@
 
 (in-package #:binstore)
 
+(declaim (ftype function unstorable-p unstorable))
+
 (defstruct (class-descriptor (:constructor make-class-descriptor
                                  (class kind slot-names readers layout)))
-  class kind slot-names
-  readers        ; per slot, a function (instance) -> value or **UNSET**
+  class
+  (kind 0 :type (integer 0 2))
+  slot-names
+  ;; per slot, a function (instance) -> value or **UNSET**
+  (readers #() :type simple-vector)
   layout)        ; the layout the readers are valid for (standard objects)
 
 (defun structure-slot-reader (dsd)
@@ -82,7 +87,12 @@ slot is unbound."
                          (setf (ss-descriptors ss) (make-hash-table :test 'eq)))))
     (or (gethash class descriptors)
         (setf (gethash class descriptors)
-              (let* ((kind (class-kind object))
+              (let* ((kind (progn
+                             ;; once per class: instances of a class the
+                             ;; writer refuses never get a descriptor
+                             (when (unstorable-p object)
+                               (unstorable ss object))
+                             (class-kind object)))
                      (slots (stored-slots class kind (ss-store-class-slots ss))))
                 (make-class-descriptor
                  class kind
@@ -110,13 +120,13 @@ slot is unbound."
 
 (defun write-instance-contents (ss object d)
   (let ((ob (ss-obuf ss)))
-    (when (and (typep object 'standard-object)
+    (when (and (= (class-descriptor-kind d) +class-kind-standard-object+)
                (class-descriptor-slot-names d)
                (not (eq (sb-kernel:wrapper-of object) (class-descriptor-layout d))))
       ;; an instance of a redefined class: touching a slot updates it to the
       ;; current layout, which the readers were made for
       (slot-boundp object (first (class-descriptor-slot-names d))))
-    (loop for reader across (class-descriptor-readers d)
+    (loop for reader across (the simple-vector (class-descriptor-readers d))
           do (let ((value (funcall (the function reader) object)))
                (if (eq value **unset**)
                    (write-u8 ob +tag-unbound-slot+)

@@ -78,7 +78,9 @@ vector): its id can be taken before it is written, in the same probe."
       (hash-table (write-container-object ss x))
       (package (write-package-object ss x))
       (pathname (tracked-leaf (ss x) (write-pathname ss x)))
-      (t (if (storable-instance-p x)
+      (t (if (typep x '(or structure-object standard-object condition))
+             ;; DESCRIPTOR-FOR refuses the instances UNSTORABLE-P names,
+             ;; once per class
              (write-container-object ss x)
              (unstorable ss x))))))
 
