@@ -116,6 +116,20 @@ take, and kinds they leave to the general writer."
          (back (binstore:restore (binstore:store nil (list 1 d 2 d)))))
     (is (eq (second back) (fourth back)))))
 
+(test character-strings-at-window-ends
+  ;; strings of 1- to 4-byte characters on both sides of the short form's
+  ;; 127 characters, written straight into the window or through the
+  ;; general writer wherever the window ends
+  (let ((chars (list #\a (code-char #xE9) (code-char #x3B1) (code-char #x20AC)
+                     (code-char #x1F600))))
+    (check-one-walk-bytes
+     (loop for n in '(0 1 2 31 126 127 128 300)
+           append (loop for c in chars
+                        collect (make-string n :initial-element c)
+                        collect (let ((s (make-string n :initial-element #\b)))
+                                  (when (plusp n) (setf (char s (floor n 2)) c))
+                                  s))))))
+
 (test one-walk-circular-lists
   (dolist (place (list nil (make-array 10 :element-type '(unsigned-byte 8)
                                           :fill-pointer 0 :adjustable t)))

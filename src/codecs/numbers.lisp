@@ -6,13 +6,6 @@
 
 ;;; Integers ---------------------------------------------------------
 
-(defmacro with-reserved ((sap offset ob n) &body body)
-  "Reserve N bytes in OB and run BODY with SAP and OFFSET addressing them:
-one bounds check for a tag and its payload together."
-  `(let* ((,offset (reserve ,ob ,n))
-          (,sap (obuf-sap ,ob)))
-     ,@body))
-
 (defconstant +max-fixnum-bytes+ 9 "The most bytes an integer of 64 bits takes.")
 
 (declaim (inline put-fixnum))

@@ -6,25 +6,50 @@
 
 (in-package #:binstore)
 
-(declaim (inline write-utf8-char))
+(declaim (inline put-utf8-char))
+(defun put-utf8-char (sap p code)
+  "Store the UTF-8 encoding of CODE at SAP+P; return the offset after it."
+  (declare (type index p) (type (integer 0 #x10FFFF) code))
+  (cond ((< code #x80)
+         (setf (sb-sys:sap-ref-8 sap p) code)
+         (+ p 1))
+        ((< code #x800)
+         (setf (sb-sys:sap-ref-8 sap p) (logior #xC0 (ash code -6))
+               (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand code #x3F)))
+         (+ p 2))
+        ((< code #x10000)
+         (setf (sb-sys:sap-ref-8 sap p) (logior #xE0 (ash code -12))
+               (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand (ash code -6) #x3F))
+               (sb-sys:sap-ref-8 sap (+ p 2)) (logior #x80 (logand code #x3F)))
+         (+ p 3))
+        (t
+         (setf (sb-sys:sap-ref-8 sap p) (logior #xF0 (ash code -18))
+               (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand (ash code -12) #x3F))
+               (sb-sys:sap-ref-8 sap (+ p 2)) (logior #x80 (logand (ash code -6) #x3F))
+               (sb-sys:sap-ref-8 sap (+ p 3)) (logior #x80 (logand code #x3F)))
+         (+ p 4))))
+
+(defun utf8-length (code)
+  "Bytes of the UTF-8 encoding of CODE."
+  (cond ((< code #x80) 1) ((< code #x800) 2) ((< code #x10000) 3) (t 4)))
+
 (defun write-utf8-char (ob code)
   (declare (type (integer 0 #x10FFFF) code))
-  (cond ((< code #x80) (write-u8 ob code))
-        ((< code #x800)
-         (let ((p (reserve ob 2)) (sap (obuf-sap ob)))
-           (setf (sb-sys:sap-ref-8 sap p) (logior #xC0 (ash code -6))
-                 (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand code #x3F)))))
-        ((< code #x10000)
-         (let ((p (reserve ob 3)) (sap (obuf-sap ob)))
-           (setf (sb-sys:sap-ref-8 sap p) (logior #xE0 (ash code -12))
-                 (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand (ash code -6) #x3F))
-                 (sb-sys:sap-ref-8 sap (+ p 2)) (logior #x80 (logand code #x3F)))))
-        (t
-         (let ((p (reserve ob 4)) (sap (obuf-sap ob)))
-           (setf (sb-sys:sap-ref-8 sap p) (logior #xF0 (ash code -18))
-                 (sb-sys:sap-ref-8 sap (+ p 1)) (logior #x80 (logand (ash code -12) #x3F))
-                 (sb-sys:sap-ref-8 sap (+ p 2)) (logior #x80 (logand (ash code -6) #x3F))
-                 (sb-sys:sap-ref-8 sap (+ p 3)) (logior #x80 (logand code #x3F)))))))
+  (with-reserved (sap p ob (utf8-length code)) ; RESERVE first: it may move the window
+    (put-utf8-char sap p code)))
+
+(defun put-utf8-chars (sap p string start end)
+  "Store the UTF-8 encoding of the characters of STRING from START to END at
+SAP+P; return the offset after them.  The caller has made room for 4 bytes
+per character."
+  (declare (type (simple-array character (*)) string) (type index p start end)
+           (optimize speed))
+  (loop for i of-type index from start below end
+        do (let ((code (char-code (schar string i))))
+             (setf p (if (< code #x80)
+                         (progn (setf (sb-sys:sap-ref-8 sap p) code) (+ p 1))
+                         (put-utf8-char sap p code)))))
+  p)
 
 (defun write-utf8-chars (ob string start end)
   "Write the characters of STRING from START to END as UTF-8.  A base
@@ -44,16 +69,8 @@ character."
           (loop while (< i end)
                 do (let ((block (min (- end i) 4096)))
                      (if (>= (- (obuf-end ob) (obuf-pos ob)) (* 4 block))
-                         (let ((p (obuf-pos ob)) (sap (obuf-sap ob)))
-                           (declare (type index p))
-                           (dotimes (k block)
-                             (let ((code (char-code (schar data (+ i k)))))
-                               (if (< code #x80)
-                                   (progn (setf (sb-sys:sap-ref-8 sap p) code) (incf p))
-                                   (progn (setf (obuf-pos ob) p)
-                                          (write-utf8-char ob code)
-                                          (setf p (obuf-pos ob))))))
-                           (setf (obuf-pos ob) p))
+                         (setf (obuf-pos ob)
+                               (put-utf8-chars (obuf-sap ob) (obuf-pos ob) data i (+ i block)))
                          (loop for k from i below (+ i block)
                                do (write-utf8-char ob (char-code (schar data k)))))
                      (incf i block))))
@@ -83,8 +100,19 @@ character."
             (write-octets-from-sap ob (sb-sys:vector-sap s) 0 n))))))
 
 (defun write-character-string (ob s)
-  (write-u8 ob +tag-string+)
-  (write-string-payload ob s))
+  (let ((n (length s)))
+    (if (and (< n 128)
+             (typep s '(simple-array character (*)))
+             (>= (- (obuf-end ob) (obuf-pos ob)) (+ 2 (* 4 n))))
+        ;; short, with room for its longest encoding: tag, one-byte count
+        ;; and characters straight into the window
+        (let ((p (obuf-pos ob)) (sap (obuf-sap ob)))
+          (setf (sb-sys:sap-ref-8 sap p) +tag-string+
+                (sb-sys:sap-ref-8 sap (1+ p)) n
+                (obuf-pos ob) (put-utf8-chars sap (+ p 2) s 0 n)))
+        (progn
+          (write-u8 ob +tag-string+)
+          (write-string-payload ob s)))))
 
 ;;; Decoding -----------------------------------------------------------
 

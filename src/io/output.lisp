@@ -99,6 +99,13 @@ handed on.  Return the end of the old window's part that was handed on."
     (setf (obuf-pos ob) np)
     p))
 
+(defmacro with-reserved ((sap offset ob n) &body body)
+  "Reserve N bytes in OB and run BODY with SAP and OFFSET addressing them:
+one bounds check for a tag and its payload together."
+  `(let* ((,offset (reserve ,ob ,n))
+          (,sap (obuf-sap ,ob)))
+     ,@body))
+
 (defmacro define-writer (name size type accessor)
   "Define an inline writer of a SIZE-byte little-endian value via ACCESSOR.
 RESERVE runs before the window's address is taken, since it may move it."
