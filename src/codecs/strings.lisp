@@ -77,10 +77,30 @@ character."
         (loop for i from start below end
               do (write-utf8-char ob (char-code (char data i)))))))
 
+(defun put-short-string-payload (ob string)
+  "Write the payload of STRING, a simple string of under 128 characters,
+straight into the window when it has room for the longest encoding; true
+if it did."
+  (declare (type simple-string string) (optimize speed))
+  (let ((n (length string)) (p (obuf-pos ob)) (sap (obuf-sap ob)))
+    (declare (type index p))
+    (when (>= (- (obuf-end ob) p) (+ 1 (* 4 n)))
+      (setf (sb-sys:sap-ref-8 sap p) n)
+      (setf (obuf-pos ob)
+            (if (typep string 'simple-base-string)
+                (progn (dotimes (i n)
+                         (setf (sb-sys:sap-ref-8 sap (+ p 1 i)) (char-code (schar string i))))
+                       (+ p 1 n))
+                (put-utf8-chars sap (+ p 1) string 0 n)))
+      t)))
+
 (defun write-string-payload (ob string)
   "Character count, then UTF-8: the body of a string, symbol or package name."
-  (write-varint ob (length string))
-  (write-utf8-chars ob string 0 (length string)))
+  (unless (and (< (length string) 128)
+               (typep string 'simple-string)
+               (put-short-string-payload ob string))
+    (write-varint ob (length string))
+    (write-utf8-chars ob string 0 (length string))))
 
 (defun write-simple-base-string (ob s)
   (declare (type simple-base-string s) (optimize speed))
@@ -100,19 +120,8 @@ character."
             (write-octets-from-sap ob (sb-sys:vector-sap s) 0 n))))))
 
 (defun write-character-string (ob s)
-  (let ((n (length s)))
-    (if (and (< n 128)
-             (typep s '(simple-array character (*)))
-             (>= (- (obuf-end ob) (obuf-pos ob)) (+ 2 (* 4 n))))
-        ;; short, with room for its longest encoding: tag, one-byte count
-        ;; and characters straight into the window
-        (let ((p (obuf-pos ob)) (sap (obuf-sap ob)))
-          (setf (sb-sys:sap-ref-8 sap p) +tag-string+
-                (sb-sys:sap-ref-8 sap (1+ p)) n
-                (obuf-pos ob) (put-utf8-chars sap (+ p 2) s 0 n)))
-        (progn
-          (write-u8 ob +tag-string+)
-          (write-string-payload ob s)))))
+  (write-u8 ob +tag-string+)
+  (write-string-payload ob s))
 
 ;;; Decoding -----------------------------------------------------------
 
