@@ -190,7 +190,11 @@ conses of two leaves, with shared floats, complexes and conses among them."
          (pairs (list (cons 1 2) (cons d d) (cons z 1.5f0) (cons nil t) pair
                       (cons (expt 2 40) -300) (cons "s" d) (cons 1 (cons 2 3)) pair)))
     (list leaves (coerce leaves 'simple-vector) pairs (coerce pairs 'simple-vector)
-          (loop for i below 2000 collect (if (evenp i) (cons i (* i 1d0)) (* i 1f0))))))
+          (loop for i below 2000 collect (if (evenp i) (cons i (* i 1d0)) (* i 1f0)))
+          ;; runs of single-floats between small integers
+          (loop for i below 600 collect (if (zerop (mod i 50)) i (* i -0.5f0)))
+          (coerce (loop for i below 600 collect (if (zerop (mod i 50)) i (* i -0.5f0)))
+                  'simple-vector))))
 
 (test windows-of-any-size-read-the-same
   "Restoring from a Gray stream (whose window holds only the bytes asked for,

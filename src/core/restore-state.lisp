@@ -429,13 +429,21 @@ nothing else and calls nothing, so the loops below keep it in registers."
            (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) (+ p 2)))
           (t (values nil nil)))))
 
+(declaim (inline window-single-float-p))
+(defun window-single-float-p (sap p end)
+  "True when SAP+P holds a single-float whole in the window (below END)."
+  (declare (type index p end))
+  (and (<= (+ p 5) end) (= (sb-sys:sap-ref-8 sap p) +tag-single-float+)))
+
 (declaim (inline window-integer-next-p))
 (defun window-integer-next-p (sap p end)
-  "True when the element at SAP+P is one WINDOW-INTEGER takes (checked
-between other leaves, to go back to the loop of integers)."
+  "True when the element at SAP+P is one WINDOW-INTEGER takes, or a
+single-float (checked between other leaves, to go back to the loops of
+those)."
   (and (< p end)
        (let ((tag (sb-sys:sap-ref-8 sap p)))
-         (or (>= tag +first-small-int-tag+) (= tag +tag-uint8+) (= tag +tag-negint8+)))))
+         (or (>= tag +first-small-int-tag+) (= tag +tag-uint8+) (= tag +tag-negint8+)
+             (= tag +tag-single-float+)))))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
@@ -457,6 +465,15 @@ between other leaves, to go back to the loop of integers)."
                            q next
                            dlast d
                            d (cdr d))))
+          (setf p q c d last dlast))
+        ;; single-floats, immediate too, in a loop of their own
+        (let ((q p) (d c) (dlast last))
+          (declare (type index q))
+          (loop while (and (consp d) (window-single-float-p sap q end))
+                do (setf (car d) (sb-sys:sap-ref-single sap (+ q 1))
+                         q (+ q 5)
+                         dlast d
+                         d (cdr d)))
           (setf p q c d last dlast))
         ;; then other leaves the window holds, until the next such integer
         (loop while (and (consp c) (< p end))
@@ -496,6 +513,14 @@ between other leaves, to go back to the loop of integers)."
                      (setf (svref v j) value
                            q next)
                      (incf j)))
+          (setf p q i j))
+        ;; ... single-floats ...
+        (let ((q p) (j i))
+          (declare (type index q j))
+          (loop while (and (< j n) (window-single-float-p sap q end))
+                do (setf (svref v j) (sb-sys:sap-ref-single sap (+ q 1))
+                         q (+ q 5))
+                   (incf j))
           (setf p q i j))
         ;; ... then other leaves
         (loop while (and (< i n) (< p end))
