@@ -102,9 +102,9 @@ strict non-empty prefix of them is a complete input."
                                                             :initial-element 1d0))
                         :output-magic-number t)
         (binstore:store nil (hostile-nest 1200))
-        ;; runs of single-floats, which the decoder reads in a loop of their own
-        (binstore:store nil (list (list 1.5f0 -2.5f0 3f0 4f0 5 6)
-                                  (vector 1.5f0 -2.5f0 3f0 7 8f0)))))
+        ;; runs of single-floats and doubles, which the decoder reads in loops of their own
+        (binstore:store nil (list (list 1.5f0 -2.5f0 3f0 4f0 5 6 1d0 2d0 3d0)
+                                  (vector 1.5f0 -2.5f0 3f0 7 8f0 1d0 2d0)))))
 
 (test hostile-truncation-everywhere
   "Every strict prefix of a valid file signals INVALID-INPUT (usually its

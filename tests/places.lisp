@@ -191,10 +191,16 @@ conses of two leaves, with shared floats, complexes and conses among them."
                       (cons (expt 2 40) -300) (cons "s" d) (cons 1 (cons 2 3)) pair)))
     (list leaves (coerce leaves 'simple-vector) pairs (coerce pairs 'simple-vector)
           (loop for i below 2000 collect (if (evenp i) (cons i (* i 1d0)) (* i 1f0)))
-          ;; runs of single-floats between small integers
+          ;; runs of single-floats and of doubles between small integers
           (loop for i below 600 collect (if (zerop (mod i 50)) i (* i -0.5f0)))
           (coerce (loop for i below 600 collect (if (zerop (mod i 50)) i (* i -0.5f0)))
-                  'simple-vector))))
+                  'simple-vector)
+          (loop for i below 600 collect (if (zerop (mod i 40)) i (* i -0.25d0)))
+          (coerce (loop for i below 600 collect (if (zerop (mod i 40)) d (* i -0.25d0)))
+                  'simple-vector)
+          ;; doubles first met in a run, referenced after it
+          (let ((x (* 3 (sqrt 2d0))) (y (* 7 (sqrt 2d0))))
+            (list x y 0.5d0 x 1 y)))))
 
 (test windows-of-any-size-read-the-same
   "Restoring from a Gray stream (whose window holds only the bytes asked for,

@@ -475,6 +475,16 @@ those)."
                          dlast d
                          d (cdr d)))
           (setf p q c d last dlast))
+        ;; double-floats, each a fresh box taking an id when tracked
+        (let ((q p) (d c) (dlast last))
+          (declare (type index q))
+          (loop while (and (consp d) (<= (+ q 9) end)
+                           (= (sb-sys:sap-ref-8 sap q) +tag-double-float+))
+                do (setf (car d) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
+                         q (+ q 9)
+                         dlast d
+                         d (cdr d)))
+          (setf p q c d last dlast))
         ;; then other leaves the window holds, until the next such integer
         (loop while (and (consp c) (< p end))
               do (multiple-value-bind (value next) (window-element rs sap p end)
@@ -520,6 +530,15 @@ those)."
           (loop while (and (< j n) (window-single-float-p sap q end))
                 do (setf (svref v j) (sb-sys:sap-ref-single sap (+ q 1))
                          q (+ q 5))
+                   (incf j))
+          (setf p q i j))
+        ;; ... double-floats ...
+        (let ((q p) (j i))
+          (declare (type index q j))
+          (loop while (and (< j n) (<= (+ q 9) end)
+                           (= (sb-sys:sap-ref-8 sap q) +tag-double-float+))
+                do (setf (svref v j) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
+                         q (+ q 9))
                    (incf j))
           (setf p q i j))
         ;; ... then other leaves
