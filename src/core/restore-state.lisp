@@ -435,6 +435,12 @@ nothing else and calls nothing, so the loops below keep it in registers."
   (declare (type index p end))
   (and (<= (+ p 5) end) (= (sb-sys:sap-ref-8 sap p) +tag-single-float+)))
 
+(declaim (inline window-double-float-p))
+(defun window-double-float-p (sap p end)
+  "True when SAP+P holds a double-float whole in the window (below END)."
+  (declare (type index p end))
+  (and (<= (+ p 9) end) (= (sb-sys:sap-ref-8 sap p) +tag-double-float+)))
+
 (declaim (inline window-integer-next-p))
 (defun window-integer-next-p (sap p end)
   "True when the element at SAP+P is one WINDOW-INTEGER takes, or a
@@ -478,8 +484,7 @@ those)."
         ;; double-floats, each a fresh box taking an id when tracked
         (let ((q p) (d c) (dlast last))
           (declare (type index q))
-          (loop while (and (consp d) (<= (+ q 9) end)
-                           (= (sb-sys:sap-ref-8 sap q) +tag-double-float+))
+          (loop while (and (consp d) (window-double-float-p sap q end))
                 do (setf (car d) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
                          q (+ q 9)
                          dlast d
@@ -535,8 +540,7 @@ those)."
         ;; ... double-floats ...
         (let ((q p) (j i))
           (declare (type index q j))
-          (loop while (and (< j n) (<= (+ q 9) end)
-                           (= (sb-sys:sap-ref-8 sap q) +tag-double-float+))
+          (loop while (and (< j n) (window-double-float-p sap q end))
                 do (setf (svref v j) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
                          q (+ q 9))
                    (incf j))
