@@ -217,9 +217,10 @@ too, and their conses still take ids."
       (is (not (eq (first restored) (third restored)))))))
 
 (test identity-table-kernel
-  "The table's unchecked probe relies on its vectors having the same
-power-of-two length: installing any others is refused, a released table
-grows afresh when used again, and ids survive growth and a collection."
+  "The table's unchecked accesses rely on its vectors' shapes: installing
+others is refused.  Ids are the order of adding, survive growth, the switch
+from seen bits to hashing, and collections in either state; a released
+table is the next one made, empty."
   (let ((table (binstore::make-identity-table)))
     (signals error (binstore::install-vectors table (make-array 8 :initial-element 0)
                                               (make-array 4 :element-type '(unsigned-byte 32))))
@@ -227,13 +228,60 @@ grows afresh when used again, and ids survive growth and a collection."
                                               (make-array 6 :element-type '(unsigned-byte 32))))
     (signals error (binstore::install-vectors table (make-array 0)
                                               (make-array 0 :element-type '(unsigned-byte 32))))
-    (let ((objects (loop for i below 5000 collect (list i))))
-      (is (loop for object in objects for id from 0
-                always (= -1 (binstore::identity-table-get-or-add table object id))))
-      (sb-ext:gc :full t)               ; objects move: the table rebuilds
-      (is (loop for object in objects for id from 0
-                always (= id (binstore::identity-table-get table object))))
-      (binstore::release-identity-table table)
-      (is (= -1 (binstore::identity-table-get table (first objects))))
-      (is (= -1 (binstore::identity-table-get-or-add table (first objects) 7)))
-      (is (= 7 (binstore::identity-table-get table (first objects)))))))
+    (signals error (binstore::install-blocks table (make-array 4 :element-type 'fixnum)
+                                             (make-array 4 :element-type 'sb-ext:word)
+                                             (make-array 8 :element-type '(unsigned-byte 32))))
+    (signals error (binstore::install-blocks table (make-array 4 :element-type 'fixnum)
+                                             (make-array 16 :element-type 'sb-ext:word)
+                                             (make-array 6 :element-type '(unsigned-byte 32))))
+    ;; objects far apart in the heap, and runs of neighbours: many blocks
+    (let ((objects (loop for i below 5000
+                         collect (if (zerop (mod i 7)) (make-array (* 40 (mod i 13))) (list i)))))
+      (flet ((all-have-their-ids ()
+               (loop for object in objects for id from 0
+                     always (= id (binstore::identity-table-get table object)))))
+        (is (loop for object in objects
+                  always (and (= -1 (binstore::identity-table-get table object))
+                              (= -1 (binstore::identity-table-get-or-add table object)))))
+        (is (not (binstore::it-hashed table)))
+        (sb-ext:gc :full t)             ; objects move: the seen bits are set afresh
+        (is (loop for object in objects for id from 0
+                  always (= id (binstore::identity-table-get-or-add table object))))
+        (is (binstore::it-hashed table))        ; met again: hashed
+        (is (all-have-their-ids))
+        (sb-ext:gc :full t)             ; and the hash table is rebuilt
+        (is (all-have-their-ids))
+        (is (= -1 (binstore::identity-table-get table (list 'new))))
+        (binstore::release-identity-table table)
+        (let ((next (binstore::make-identity-table)))
+          (is (eq table next))
+          (is (= 0 (binstore::it-count next)))
+          (is (not (binstore::it-hashed next)))
+          (is (= -1 (binstore::identity-table-get next (first objects))))
+          (is (= -1 (binstore::identity-table-get-or-add next (second objects))))
+          (is (= 0 (binstore::identity-table-get next (second objects))))
+          (binstore::release-identity-table next))))))
+
+(test identity-while-collections-move-objects
+  "Stores while another thread keeps collecting: objects move under the
+table in every state (seen bits, the switch to hashing, hashing), and
+every shared object still comes back as one."
+  (let* ((done nil)
+         (collector (sb-thread:make-thread
+                     (lambda () (loop until done do (sb-ext:gc) (sleep 0.001)))))
+         (strings (loop for i below 20000 collect (format nil "s~d" i)))
+         (doubles (loop for i below 20000 collect (float i 1d0)))
+         ;; a long unshared stretch, then everything again: references
+         (data (list (append strings doubles) (vector strings doubles)
+                     (mapcar #'list strings))))
+    (unwind-protect
+         (dotimes (i 4)
+           (dolist (lists '(nil t))
+             (let ((copy (binstore:restore
+                          (binstore:store nil data :track-references t
+                                                   :support-shared-list-structures lists))))
+               (check-same data copy)
+               (is (eq (first (first copy)) (first (aref (second copy) 0))))
+               (is (eq (first (aref (second copy) 1)) (elt (first copy) 20000))))))
+      (setf done t)
+      (sb-thread:join-thread collector))))

@@ -208,11 +208,11 @@ vector, as 8-byte integers."
 
 (defun write-simple-vector-contents (ss v)
   (declare (type simple-vector v))
-  (let ((ob (ss-obuf ss)) (n (length v)) (i 0) (untracked (not (ss-track ss))))
+  (let ((ob (ss-obuf ss)) (n (length v)) (i 0) (refs (leaf-refs ss)))
     (declare (type index i))
     (loop
       ;; numbers, the commonest elements, in blocks
-      (setf i (write-leaf-elements ob v i n untracked))
+      (setf i (write-leaf-elements ob v i n refs))
       (when (>= i n)
         (return))
       (write-object ss (svref v i))

@@ -84,7 +84,7 @@ straight into the window with one bounds check each."
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))
 
-(defun put-leaf-cars (sap p c k mark packed untracked list)
+(defun put-leaf-cars (sap p c k mark packed refs list)
   "Write the cars from the cons C on at SAP+P, at most K of them, for as long
 as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
 bytes).  Return the offset after them, the cons reached (the one whose car
@@ -103,7 +103,7 @@ has made room for K times +MAX-LEAF-BYTES+."
                     (when (int64-element-p x)
                       (setf (sb-sys:signed-sap-ref-64 sap p) x)
                       (+ p 8))
-                    (put-leaf sap p x untracked))))
+                    (put-leaf sap p x refs))))
         (unless q
           (return))
         ;; both stay below what the caller checked: the room and K
@@ -117,7 +117,7 @@ has made room for K times +MAX-LEAF-BYTES+."
           (setf c next))))
     (values p c written)))
 
-(defun write-leaf-cars (ob list n untracked)
+(defun write-leaf-cars (ob list n refs)
   "Write the first N cars of LIST for as long as PUT-LEAF takes them; return
 the cons of the first car not written and how many are left."
   (declare (type obuf ob) (type index n) (optimize speed))
@@ -131,12 +131,12 @@ the cons of the first car not written and how many are left."
         (if (zerop block)
             ;; near the window's end: one car, with an exact reservation
             (progn
-              (unless (write-leaf-near-end ob (car c))
+              (unless (write-leaf-near-end ob (car c) refs)
                 (return (values c n)))
               (setf c (cdr c))
               (decf n))
             (multiple-value-bind (q next written)
-                (put-leaf-cars (obuf-sap ob) p c block nil nil untracked list)
+                (put-leaf-cars (obuf-sap ob) p c block nil nil refs list)
               (declare (type index q written))
               (setf (obuf-pos ob) q
                     c next)
@@ -168,14 +168,14 @@ loop rather than by recursion."
   (loop
     (destructuring-bind (n . tail) info
       (declare (type index n))
-      (let ((c list) (ob (ss-obuf ss)) (untracked (not (ss-track ss))))
+      (let ((c list) (ob (ss-obuf ss)) (refs (leaf-refs ss)))
         (loop
           (when (zerop n)
             (return))
-          (if (and (leaf-p (car c) untracked) (> n 1) (leaf-p (cadr c) untracked))
+          (if (and (leaf-p (car c)) (> n 1) (leaf-p (cadr c)))
               ;; numbers, the commonest elements, in blocks (a call pays
               ;; for itself from two cars on)
-              (multiple-value-setq (c n) (write-leaf-cars ob c n untracked))
+              (multiple-value-setq (c n) (write-leaf-cars ob c n refs))
               (progn (write-object ss (car c))
                      (setf c (cdr c))
                      (decf n)))))
@@ -203,13 +203,10 @@ loop rather than by recursion."
 
 (defun one-walk-list-p (ss list)
   "True when the run at LIST is written in one walk: conses are not
-tracked, the output is holdable, the run has more than one cons, and the
-first car is not of a tracked kind (for those the two walks size the
-identity table from the length first)."
+tracked, the output is holdable and the run has more than one cons."
   (and (not (ss-lists ss))
        (obuf-holdable (ss-obuf ss))
-       (consp (cdr list))
-       (not (and (ss-track ss) (tracked-kind-p (car list))))))
+       (consp (cdr list))))
 
 (defun unpack-int64-cars (ob contents n)
   "The N cars written from absolute offset CONTENTS were written packed (8
@@ -246,7 +243,7 @@ caught by Brent's method: the cons reached at each power-of-two step is
 kept, and meeting it again means a cycle."
   (declare (type store-state ss) (type cons list) (type index contents) (optimize speed))
   (let ((ob (ss-obuf ss)) (n 0) (c list) (packed (int64-element-p (car list)))
-        (untracked (not (ss-track ss))) (boxed-leaves nil) (mark list) (lap 1)
+        (refs (leaf-refs ss)) (boxed-leaves nil) (mark list) (lap 1)
         (gap 2) (widen-at 128))         ; a count of WIDEN-AT needs GAP + 1
     (declare (type index n lap gap widen-at))
     (flet ((next ()
@@ -269,7 +266,7 @@ kept, and meeting it again means a cycle."
              ;; need it (a symbol written before is found by address).
              (cond (packed (int64-element-p x))
                    ((typep x '(or fixnum single-float)))
-                   (boxed-leaves (leaf-p x untracked)))))
+                   (boxed-leaves (leaf-p x)))))
       (declare (inline next takes-p))
       (loop
         (when (>= n widen-at)
@@ -295,11 +292,11 @@ kept, and meeting it again means a cycle."
                 ;; window's end
                 (progn (if packed (write-s64 ob x) (write-object ss x))
                        ;; X's header is in the cache now
-                       (setf boxed-leaves (and untracked (leaf-p x t)))
+                       (setf boxed-leaves (leaf-p x))
                        (unless (next) (return)))
                 (multiple-value-bind (p next written)
                     (put-leaf-cars (obuf-sap ob) (obuf-pos ob) c block
-                                   mark packed untracked list)
+                                   mark packed refs list)
                   (declare (type index p written))
                   ;; X at least is written, and NEXT's steps are taken: N
                   ;; reaches LAP only at the block's end

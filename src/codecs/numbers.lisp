@@ -183,8 +183,12 @@ reads the parts unboxed (REALPART of an unknown complex conses a float)."
         (progn (write-u8 ob +tag-complex-rational+)
                (write-object ss (realpart x))
                (write-object ss (imagpart x)))
-        (with-reserved (sap p ob (if (typep x '(complex double-float)) 17 9))
-          (put-complex-float sap p x)))))
+        (write-complex-float ob x))))
+
+(defun write-complex-float (ob x)
+  (declare (type (or (complex double-float) (complex single-float)) x))
+  (with-reserved (sap p ob (if (typep x '(complex double-float)) 17 9))
+    (put-complex-float sap p x)))
 
 ;;; Numbers in blocks --------------------------------------------------
 ;;; Lists and vectors are mostly numbers.  Their writers make room for a
@@ -193,39 +197,49 @@ reads the parts unboxed (REALPART of an unknown complex conses a float)."
 
 (defconstant +max-leaf-bytes+ 17 "The most bytes PUT-LEAF stores: a complex of doubles.")
 
+(deftype boxed-leaf ()
+  "The numbers PUT-LEAF writes that are heap objects, with an identity."
+  '(or double-float (complex double-float) (complex single-float)))
+
 (declaim (inline put-leaf))
-(defun put-leaf (sap p x untracked)
-  "Store X at SAP+P when it is a number written without a lookup: an
-integer of 63 bits or a single-float, and, when UNTRACKED (no reference
-tracking), a double-float or a complex of floats.  Return the offset after
-it, or NIL, writing nothing, for anything else.  The caller has made room
-for +MAX-LEAF-BYTES+."
-  (declare (type index p))
+(defun put-leaf (sap p x refs)
+  "Store X at SAP+P when it is a number without parts: an integer of 63
+bits, a float or a complex of floats.  REFS is LEAF-REFS: with reference
+tracking, a boxed one (a BOXED-LEAF) written before is stored as a
+reference, and a new one takes the next id, as WRITE-OBJECT does.  Return
+the offset after it, or NIL, writing nothing, for anything else.  The
+caller has made room for +MAX-LEAF-BYTES+."
+  (declare (type index p) (type (or null identity-table) refs))
   (if (typep x 'fixnum)
       (put-fixnum sap p x)
       (typecase x
         (single-float (put-single-float sap p x))
-        (t (when untracked
-             (typecase x
-               (double-float (put-double-float sap p x))
-               ((or (complex double-float) (complex single-float))
-                (put-complex-float sap p x))))))))
+        (boxed-leaf
+         (let ((id (if refs (identity-table-get-or-add refs x) -1)))
+           (cond ((>= id 0) (put-ref sap p id))
+                 ((typep x 'double-float) (put-double-float sap p x))
+                 (t (put-complex-float sap p x))))))))
 
 (declaim (inline leaf-p))
-(defun leaf-p (x untracked)
+(defun leaf-p (x)
   "True when PUT-LEAF takes X."
-  (or (typep x '(or fixnum single-float))
-      (and untracked
-           (typep x '(or double-float (complex double-float) (complex single-float))))))
+  (typep x '(or fixnum single-float boxed-leaf)))
 
-(defun write-leaf-near-end (ob x)
-  "Write X one element at a time, as near the window's end, when it is a
-fixnum or a single-float; true if it was written."
+(defun write-leaf-near-end (ob x refs)
+  "Write X, when LEAF-P, as PUT-LEAF would but with an exact reservation,
+as near the window's end (where MAX-TO-WRITE may leave less room than
++MAX-LEAF-BYTES+); true if it was written."
   (typecase x
     (fixnum (write-fixnum-near-end ob x) t)
-    (single-float (write-single-float ob x) t)))
+    (single-float (write-single-float ob x) t)
+    (boxed-leaf
+     (let ((id (if refs (identity-table-get-or-add refs x) -1)))
+       (cond ((>= id 0) (write-ref ob id))
+             ((typep x 'double-float) (write-double-float ob x))
+             (t (write-complex-float ob x))))
+     t)))
 
-(defun write-leaf-elements (ob v start end untracked)
+(defun write-leaf-elements (ob v start end refs)
   "Write the elements of V from START below END for as long as PUT-LEAF
 takes them; return the index of the first one not written."
   (declare (type obuf ob) (type simple-vector v) (type index start end)
@@ -241,7 +255,7 @@ takes them; return the index of the first one not written."
         (if (zerop block)
             ;; near the window's end: one element, with an exact reservation
             (progn
-              (unless (write-leaf-near-end ob (svref v i))
+              (unless (write-leaf-near-end ob (svref v i) refs)
                 (return i))
               (incf i))
             (let ((sap (obuf-sap ob)) (stop (+ i block)))
@@ -256,7 +270,7 @@ takes them; return the index of the first one not written."
                            (incf i)))
                 (unless (< i stop)
                   (return))
-                (let ((q (put-leaf sap p (svref v i) untracked)))
+                (let ((q (put-leaf sap p (svref v i) refs)))
                   (unless q
                     (setf (obuf-pos ob) p)
                     (return-from write-leaf-elements i))

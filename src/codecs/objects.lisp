@@ -101,7 +101,7 @@ slot is unbound."
                  (sb-kernel:wrapper-of object)))))))
 
 (defun write-class-descriptor (ss d)
-  (unless (written-before-p ss d)
+  (unless (written-recurring-before-p ss d)
     (let ((ob (ss-obuf ss)))
       (write-u8 ob +tag-class-descriptor+)
       (write-u8 ob (class-descriptor-kind d))
@@ -109,7 +109,7 @@ slot is unbound."
       (write-varint ob (length (class-descriptor-slot-names d)))
       (dolist (name (class-descriptor-slot-names d))
         (write-object ss name)))
-    (remember ss d)))
+    (remember-recurring ss d)))
 
 (defun write-instance-header (ss object)
   "Tag and descriptor; returns the descriptor for the contents."

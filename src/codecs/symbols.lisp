@@ -14,9 +14,9 @@
 
 (defun write-symbol (ss symbol)
   "Write SYMBOL (not NIL or T): a reference when it was written before."
-  (unless (written-before-p ss symbol)
+  (unless (written-recurring-before-p ss symbol)
     (write-symbol-body ss symbol)
-    (remember ss symbol)))
+    (remember-recurring ss symbol)))
 
 (defun write-symbol-body (ss symbol)
   (let ((ob (ss-obuf ss))
@@ -31,11 +31,11 @@
     (write-string-payload ob (symbol-name symbol))))
 
 (defun write-package-object (ss package)
-  (unless (written-before-p ss package)
+  (unless (written-recurring-before-p ss package)
     (let ((ob (ss-obuf ss)))
       (write-u8 ob +tag-package+)
       (write-string-payload ob (package-name package)))
-    (remember ss package)))
+    (remember-recurring ss package)))
 
 ;;; Decoding -----------------------------------------------------------
 

@@ -1,52 +1,214 @@
 ;;;; An EQ table from objects to ids, specialised for what STORE needs:
-;;;; look an object up, and add it with the next id if it is new.
+;;;; look an object up, and add it with the next id if it is new.  Ids are
+;;;; the order of adding (0, 1, 2 ...), and the table keeps its objects in a
+;;;; vector by id.
 ;;;;
-;;;; Open addressing, hashed on the object's address (see ADDRESS-SLOT:
-;;;; neighbouring addresses stay neighbours, separate regions do not collide),
-;;;; probing with a fixed step (see +PROBE-STEP+).  Addresses change when the garbage collector moves objects:
-;;;; the table remembers the GC epoch it was built in, and rebuilds itself
+;;;; Most objects a store meets are met once: data without sharing is added
+;;;; object by object and never looked up with success.  So a table starts
+;;;; as SEEN BITS only, one bit per 16-byte granule of the address space
+;;;; (every heap object starts on its own granule): adding an object sets a
+;;;; bit in memory a 32nd the size of the data, touched in address order,
+;;;; where a hash table writes a slot in memory larger than the data.  An id
+;;;; is only needed when an object is met a second time (its bit is already
+;;;; set); the table then hashes every object so far on its address (see
+;;;; ADDRESS-SLOT) and answers from the hash table until the store ends.
+;;;;
+;;;; Addresses change when the garbage collector moves objects: the table
+;;;; remembers the GC epoch it was indexed in, and indexes its objects afresh
 ;;;; when a collection has happened since (rare: storing allocates little).
 ;;;; An object the current operation holds is referenced from the stack, and
 ;;;; SBCL's collector does not move such objects, so a collection in the
-;;;; middle of an operation cannot misplace it; the next operation rebuilds.
+;;;; middle of an operation cannot misplace it; the next operation reindexes.
 
 (in-package #:binstore)
 
-(defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
-  ;; KEYS and IDS always have MASK + 1 slots: a slot index masked with MASK
-  ;; is within both, which PROBE and IDENTITY-TABLE-GET-OR-ADD rely on
-  (keys nil :type simple-vector)              ; 0 marks an empty slot
-  (ids nil :type (simple-array (unsigned-byte 32) (*)))
-  (mask 0 :type index)
-  (count 0 :type index)
-  (limit 0 :type index)                       ; the count at which the table grows
-  (epoch sb-kernel::*gc-epoch* :type cons)
-  (scratch-kind +scratch-table+ :type fixnum)) ; which spare vectors it may use
+(defconstant +granule-shift+ (integer-length (1- (* 2 sb-vm:n-word-bytes)))
+  "Log2 of the granule: SBCL aligns every heap object to two words.")
 
-(declaim (ftype function table-vectors))
+(defconstant +chunk-shift+ 12
+  "Log2 of the address range a block of seen bits covers (4 KiB).")
+
+(defconstant +block-words+ (/ (ash 1 (- +chunk-shift+ +granule-shift+)) 64)
+  "Words of seen bits per block: a bit for each granule of a chunk.")
+
+(deftype u32-vector () '(simple-array (unsigned-byte 32) (*)))
+(deftype word-vector () '(simple-array sb-ext:word (*)))
+(deftype id-or-none () "An id, or -1 for none." '(integer -1 #.(1- (expt 2 32))))
+
+(defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
+  (objects (make-array 64) :type simple-vector) ; by id; 0 past COUNT
+  (count 0 :type index)
+  ;; Seen bits.  Block B holds the bits of chunk (address >> +chunk-shift+)
+  ;; (CHUNKS B), at +BLOCK-WORDS+ * B in BITS.  DIRECTORY maps chunks to
+  ;; blocks: open addressing, an entry is B + 1, 0 is empty.  INSTALL-BLOCKS
+  ;; keeps BITS exactly +BLOCK-WORDS+ words per element of CHUNKS and the
+  ;; DIRECTORY at least twice as long as CHUNKS, a power of two, so a probe
+  ;; always meets an empty entry and a block index is always within BITS.
+  (chunks (make-array 16 :element-type 'fixnum) :type (simple-array fixnum (*)))
+  (bits (make-array (* 16 +block-words+) :element-type 'sb-ext:word) :type word-vector)
+  (directory (make-array 32 :element-type '(unsigned-byte 32)) :type u32-vector)
+  (blocks 0 :type index)                      ; blocks in use
+  (last-chunk -1 :type fixnum)                ; the chunk met last, and its block's
+  (last-base 0 :type index)                   ; first word: objects come in runs
+  ;; The hash table, once HASHED.  KEYS and IDS always have MASK + 1 slots:
+  ;; a slot index masked with MASK is within both, which PROBE relies on.
+  (hashed nil :type boolean)                  ; whether every object is in it
+  (hashed-count 0 :type index)                ; objects in it
+  (keys (make-array 1 :initial-element 0) :type simple-vector) ; 0 marks an empty slot
+  (ids (make-array 1 :element-type '(unsigned-byte 32)) :type u32-vector)
+  (mask 0 :type index)
+  (limit 0 :type index)                       ; the count at which the hash table grows
+  (epoch sb-kernel::*gc-epoch* :type cons)
+  (scratch-kind +scratch-table+ :type fixnum)) ; which spare table it may become
+
+;;; The vector of objects
+
+(defun grow-objects (table needed)
+  "Make room in TABLE's vector of objects for NEEDED of them."
+  (let ((old (it-objects table)))
+    (when (< (length old) needed)
+      (let ((new (make-array (max needed (* 2 (length old))) :initial-element 0)))
+        (replace new old :end2 (it-count table))
+        (setf (it-objects table) new)))))
+
+(declaim (inline append-object))
+(defun append-object (table object)
+  "Give OBJECT the next id; return -1 (what adding answers)."
+  (let ((count (it-count table)))
+    (when (= count (length (it-objects table)))
+      (grow-objects table (1+ count)))
+    (setf (svref (it-objects table) count) object
+          (it-count table) (1+ count))
+    -1))
+
+;;; Seen bits
+
+(defun install-blocks (table chunks bits directory)
+  "Make CHUNKS, BITS and DIRECTORY TABLE's block vectors.  The one place
+that sets them: it checks what the unchecked accesses of MARK-SEEN rely on."
+  (declare (type identity-table table) (type (simple-array fixnum (*)) chunks)
+           (type word-vector bits) (type u32-vector directory))
+  (let ((n (length chunks)) (d (length directory)))
+    (assert (and (plusp n) (= (length bits) (* +block-words+ n))
+                 (>= d (* 2 n)) (= d (ash 1 (1- (integer-length d)))))
+            () "seen-bit vectors of ~d blocks, ~d words and ~d entries" n (length bits) d)
+    (setf (it-chunks table) chunks (it-bits table) bits (it-directory table) directory)
+    table))
+
+(declaim (inline chunk-home))
+(defun chunk-home (chunk mask)
+  (logand (ash (logand (* chunk #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF) -32) mask))
+
+(defun directory-slot (table chunk)
+  "The index of CHUNK's entry in TABLE's directory, or of the empty entry
+where it goes."
+  (declare (type identity-table table) (type (unsigned-byte 60) chunk) (optimize speed))
+  (let* ((directory (it-directory table))
+         (chunks (it-chunks table))
+         (mask (1- (length directory))))
+    (do ((i (chunk-home chunk mask) (logand (1+ i) mask)))
+        (nil)
+      (declare (type index i))
+      (let ((entry (aref directory i)))
+        (when (or (zerop entry) (= chunk (aref chunks (1- entry))))
+          (return i))))))
+
+(defun grow-blocks (table)
+  "Double the number of blocks TABLE can hold, keeping the ones in use."
+  (let* ((n (* 2 (length (it-chunks table))))
+         (chunks (make-array n :element-type 'fixnum))
+         (bits (make-array (* +block-words+ n) :element-type 'sb-ext:word))
+         (used (it-blocks table)))
+    (replace chunks (it-chunks table) :end2 used)
+    (replace bits (it-bits table) :end2 (* +block-words+ used))
+    (install-blocks table chunks bits (make-array (* 2 n) :element-type '(unsigned-byte 32)))
+    (dotimes (b used)
+      (setf (aref (it-directory table) (directory-slot table (aref chunks b))) (1+ b)))))
+
+(defun chunk-base (table chunk)
+  "The first word of CHUNK's seen bits, giving it a block if it has none."
+  (declare (type identity-table table) (type (unsigned-byte 60) chunk) (optimize speed))
+  (let ((i (directory-slot table chunk)))
+    (if (plusp (aref (it-directory table) i))
+        (* +block-words+ (1- (aref (it-directory table) i)))
+        (let ((b (it-blocks table)))
+          (when (= b (length (it-chunks table)))
+            (grow-blocks table)
+            (setf i (directory-slot table chunk)))
+          (setf (aref (it-chunks table) b) chunk
+                (aref (it-directory table) i) (1+ b)
+                (it-blocks table) (1+ b))
+          (* +block-words+ b)))))
+
+(declaim (inline address-chunk address-granule))
+(defun address-chunk (address)
+  (ash address (- +chunk-shift+)))
+(defun address-granule (address)
+  "The granule of ADDRESS within its chunk."
+  (ldb (byte (- +chunk-shift+ +granule-shift+) +granule-shift+) address))
+
+(declaim (inline mark-seen))
+(defun mark-seen (table object)
+  "Set OBJECT's seen bit; true if it was set already."
+  (declare (type identity-table table) (optimize speed))
+  (let* ((address (sb-kernel:get-lisp-obj-address object))
+         (chunk (address-chunk address))
+         (base (if (= chunk (it-last-chunk table))
+                   (it-last-base table)
+                   (let ((base (chunk-base table chunk)))
+                     (setf (it-last-chunk table) chunk (it-last-base table) base)
+                     base)))
+         (granule (address-granule address))
+         (k (+ base (ash granule -6)))
+         (bit (ash 1 (logand granule 63)))
+         (bits (it-bits table)))
+    (declare (type index base k))
+    ;; BASE is a block's first word (see INSTALL-BLOCKS) and K within its
+    ;; block: unchecked
+    (locally (declare (optimize (safety 0)))
+      (let ((word (aref bits k)))
+        (or (logtest word bit)
+            (progn (setf (aref bits k) (logior word bit)) nil))))))
+
+(defun seen-p (table object)
+  "Whether OBJECT's seen bit is set."
+  (declare (type identity-table table))
+  (let* ((address (sb-kernel:get-lisp-obj-address object))
+         (entry (aref (it-directory table) (directory-slot table (address-chunk address))))
+         (granule (address-granule address)))
+    (and (plusp entry)
+         (logbitp (logand granule 63)
+                  (aref (it-bits table) (+ (* +block-words+ (1- entry)) (ash granule -6)))))))
+
+(defun clear-seen (table)
+  "Clear TABLE's seen bits and directory, touching only the blocks in use.
+Entries leave the directory newest first, so each one's probe still finds
+it: the entries it passed when it went in are older, and still there."
+  (declare (type identity-table table) (optimize speed))
+  (let ((blocks (it-blocks table)))
+    (fill (it-bits table) 0 :end (* +block-words+ blocks))
+    (loop for b of-type fixnum from (1- blocks) downto 0
+          do (setf (aref (it-directory table) (directory-slot table (aref (it-chunks table) b))) 0))
+    (setf (it-blocks table) 0 (it-last-chunk table) -1 (it-last-base table) 0)))
+
+;;; The hash table
 
 (defun half-full (slots)
-  "The count at which a table of SLOTS slots grows: it is kept at most
+  "The count at which a hash table of SLOTS slots grows: it is kept at most
 half full, so probes stay short."
   (floor slots 2))
 
 (defun install-vectors (table keys ids)
-  "Make KEYS and IDS TABLE's vectors, with the mask and limit they give.
+  "Make KEYS and IDS TABLE's hash vectors, with the mask and limit they give.
 The one place that sets them: it checks what the unchecked accesses of
 PROBE rely on, that both have the same power-of-two number of slots."
-  (declare (type identity-table table) (type simple-vector keys)
-           (type (simple-array (unsigned-byte 32) (*)) ids))
+  (declare (type identity-table table) (type simple-vector keys) (type u32-vector ids))
   (let ((n (length keys)))
     (assert (and (= n (length ids)) (plusp n) (= n (ash 1 (1- (integer-length n)))))
             () "identity table vectors of ~d and ~d slots" n (length ids))
     (setf (it-keys table) keys (it-ids table) ids
           (it-mask table) (1- n) (it-limit table) (half-full n))
     table))
-(defun make-identity-table (&key (size 1024) (scratch-kind +scratch-table+))
-  (let ((n (max 64 (ash 1 (integer-length (1- (* 2 size)))))))
-    (multiple-value-bind (keys ids) (table-vectors n scratch-kind)
-      (install-vectors (%make-identity-table :keys keys :ids ids :scratch-kind scratch-kind)
-                       keys ids))))
 
 (declaim (inline address-slot))
 (defun address-slot (object mask)
@@ -68,89 +230,10 @@ would, probing slot by slot, have every object walk past it (27 probes on
 average for a list of a million doubles).  A step just over a run moves
 each of them to the next run instead (0.1 probes).")
 
-(defconstant +smallest-kept-table+ 2048
-  "Slots below which a table is not worth keeping for the next store.  The
-first table of every store has this many, so a store of a little data
-allocates no table at all (a fresh one was 24 KB, most of a small store's
-allocation).")
-
-(defun table-vectors (size kind)
-  "Empty keys and ids vectors of at least SIZE slots: the spare ones kept
-from an earlier store when they are large enough and not over sixteen times
-too large (clearing and scattering over a huge table would cost more than
-fresh memory), else new ones."
-  (let ((spare (and (>= size +smallest-kept-table+)
-                    (take-scratch kind
-                                  (lambda (pair)
-                                    (<= size (length (car pair)) (* 16 size)))))))
-    (if spare
-        (values (car spare) (cdr spare))
-        (values (make-array size :initial-element 0)
-                (make-array size :element-type '(unsigned-byte 32))))))
-
-(defun release-identity-table (table)
-  "The store using TABLE is over: keep its vectors, cleared, for the next
-store when they are large enough to be worth it."
-  (let ((keys (it-keys table)))
-    (when (>= (length keys) +smallest-kept-table+)
-      (let ((bytes (* 12 (length keys))))
-        (when (<= bytes *scratch-limit*)
-          (fill keys 0)
-          (offer-scratch (it-scratch-kind table) (cons keys (it-ids table)) bytes))))
-    ;; its vectors may now serve another table: this one gets a single
-    ;; slot and a limit of 0, so a later use grows it afresh
-    (install-vectors table (make-array 1 :initial-element 0)
-                     (make-array 1 :element-type '(unsigned-byte 32)))
-    (setf (it-count table) 0 (it-limit table) 0)
-    nil))
-
-(defun rebuild-identity-table (table new-size)
-  "Re-insert every entry into empty vectors of (at least) NEW-SIZE slots, at
-the positions the objects' current addresses give.  The vectors are allocated
-before the GC epoch is read: allocating may collect, and a collection during
-the re-insertion means starting it again, in the same vectors."
-  (declare (type identity-table table) (type (integer 64 #.(expt 2 40)) new-size)
-           (optimize speed))
-  (multiple-value-bind (keys ids) (table-vectors new-size (it-scratch-kind table))
-    (declare (type simple-vector keys) (type (simple-array (unsigned-byte 32) (*)) ids))
-    (let ((mask (1- (length keys))))
-      (loop
-        (let ((epoch sb-kernel::*gc-epoch*)
-              (old-keys (it-keys table))
-              (old-ids (it-ids table)))
-          (declare (type (simple-array (unsigned-byte 32) (*)) old-ids))
-          (dotimes (i (length old-keys))
-            (let ((key (svref old-keys i)))
-              (unless (eql key 0)
-                (let ((j (address-slot key mask)))
-                  (loop until (eql (svref keys j) 0)
-                        do (setf j (logand (+ j +probe-step+) mask)))
-                  (setf (svref keys j) key
-                        (aref ids j) (aref old-ids i))))))
-          (when (eq epoch sb-kernel::*gc-epoch*)
-            (install-vectors table keys ids)
-            (setf (it-epoch table) epoch)
-            (return table))
-          (fill keys 0))))))
-
-(declaim (inline grow-if-full))
-(defun grow-if-full (table)
-  "Keep the table at most half full (probes stay short); grow
-fourfold while it is small, so a large store rebuilds it few times."
-  (when (>= (it-count table) (it-limit table))
-    (let ((size (length (it-keys table))))
-      (rebuild-identity-table table (max 64 (if (< size (expt 2 20)) (* 4 size) (* 2 size)))))))
-
-(declaim (inline identity-table-current))
-(defun identity-table-current (table)
-  "TABLE, rebuilt first if a collection has moved objects since it was built."
-  (unless (eq (it-epoch table) sb-kernel::*gc-epoch*)
-    (rebuild-identity-table table (length (it-keys table))))
-  table)
-
 (declaim (inline probe))
 (defun probe (table object)
-  "The index of OBJECT's slot in TABLE, or of the empty slot where it goes."
+  "The index of OBJECT's slot in TABLE's hash table, or of the empty slot
+where it goes."
   (declare (type identity-table table) (optimize speed))
   (let* ((keys (it-keys table))
          (mask (it-mask table))
@@ -163,43 +246,214 @@ fourfold while it is small, so a large store rebuilds it few times."
           (return i)))
       (setf i (logand (+ i +probe-step+) mask)))))
 
-(defun identity-table-get (table object)
-  "The id of OBJECT, or -1."
+;;; Putting objects in the hash table
+
+(defun put-in-hash (table object id)
+  "Enter OBJECT with ID at its slot (its own, if it is there already)."
+  (declare (type identity-table table) (type index id))
+  (let ((i (probe table object)))
+    (when (eql (svref (it-keys table) i) 0)
+      (incf (it-hashed-count table)))
+    (setf (svref (it-keys table) i) object
+          (aref (it-ids table) i) id)))
+
+(defun rehash (table slots)
+  "Move TABLE's hash entries into empty vectors of SLOTS slots, at the slots
+their objects' current addresses give.  The vectors are allocated first:
+allocating may collect, and a collection during the moving means starting
+it again, from the old vectors, which still hold every entry."
+  (declare (type identity-table table) (type index slots))
+  (let ((old-keys (it-keys table))
+        (old-ids (it-ids table))
+        (keys (make-array slots :initial-element 0))
+        (ids (make-array slots :element-type '(unsigned-byte 32))))
+    (loop
+      (let ((epoch sb-kernel::*gc-epoch*))
+        (install-vectors table keys ids)
+        (setf (it-hashed-count table) 0)
+        (dotimes (i (length old-keys))
+          (let ((key (svref old-keys i)))
+            (unless (eql key 0)
+              (put-in-hash table key (aref old-ids i)))))
+        (when (eq epoch sb-kernel::*gc-epoch*)
+          (return epoch))
+        (fill keys 0)))))
+
+(declaim (inline grow-if-full))
+(defun grow-if-full (table)
+  "Keep the hash table at most half full (probes stay short); grow
+fourfold while it is small, so a large store rehashes few times."
+  (when (>= (it-hashed-count table) (it-limit table))
+    (let ((size (length (it-keys table))))
+      (rehash table (if (< size (expt 2 20)) (* 4 size) (* 2 size))))))
+
+(defun hash-add (table object)
+  "Give OBJECT, not in TABLE's hash table, the next id there; return -1."
+  (grow-if-full table)
+  (put-in-hash table object (it-count table))
+  (append-object table object))
+
+(defun start-hashing (table)
+  "An object was met again: from now on TABLE answers every question from
+its hash table, which every object so far now enters (the recurring ones
+are there already)."
+  (let ((needed (* 2 (+ 64 (it-count table)))))
+    (when (< (length (it-keys table)) needed)
+      (rehash table (ash 1 (integer-length needed)))))
+  (clear-seen table)
+  (setf (it-hashed table) t)
+  (loop
+    (let ((epoch sb-kernel::*gc-epoch*)
+          (objects (it-objects table)))
+      (dotimes (id (it-count table))
+        (put-in-hash table (svref objects id) id))
+      (when (eq epoch sb-kernel::*gc-epoch*)
+        (setf (it-epoch table) epoch)
+        (return table))
+      ;; a collection moved them: enter them all again at their new places
+      (setf (it-epoch table) (rehash table (length (it-keys table)))))))
+
+(defun mark-all-seen (table)
+  "Set the seen bit of every object of TABLE afresh, at its current
+address.  Setting bits may allocate blocks, and so collect: a collection
+during it means starting again.  Returns the epoch the bits are right in."
+  (declare (type identity-table table))
+  (loop
+    (clear-seen table)
+    (let ((epoch sb-kernel::*gc-epoch*)
+          (objects (it-objects table)))
+      (dotimes (id (it-count table))
+        (mark-seen table (svref objects id)))
+      (when (eq epoch sb-kernel::*gc-epoch*)
+        (return epoch)))))
+
+(defun reindex (table)
+  "A collection has moved objects since TABLE was indexed: index them all
+at their current addresses, the hash table's and the seen bits alike."
+  (loop
+    (let ((epoch (rehash table (length (it-keys table)))))
+      (when (or (it-hashed table) (eq epoch (mark-all-seen table)))
+        (setf (it-epoch table) epoch)
+        (return table)))))
+
+(declaim (inline identity-table-current))
+(defun identity-table-current (table)
+  "TABLE, indexed afresh first if a collection has moved objects since."
+  (unless (eq (it-epoch table) sb-kernel::*gc-epoch*)
+    (reindex table))
+  table)
+
+;;; What the store uses
+
+(declaim (ftype (function (identity-table t) (values id-or-none &optional))
+                identity-table-get get-or-add-met-again identity-table-get-recurring))
+
+(defun make-identity-table (&key (scratch-kind +scratch-table+))
+  "An empty table: the spare one of SCRATCH-KIND kept from an earlier store
+if there is one, else a small new one."
+  (let ((table (or (take-scratch scratch-kind (constantly t))
+                   (let ((table (%make-identity-table :scratch-kind scratch-kind)))
+                     (install-vectors table (make-array 64 :initial-element 0)
+                                      (make-array 64 :element-type '(unsigned-byte 32)))))))
+    (setf (it-epoch table) sb-kernel::*gc-epoch*)
+    table))
+
+(defun identity-table-get-recurring (table object)
+  "The id of OBJECT, of a kind met again as a rule (see the file's
+header), or -1.  It is looked up in the hash table in any state."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
   (let ((i (probe table object)))
     (locally (declare (optimize (safety 0)))   ; I comes from PROBE
-      (if (eql (svref (it-keys table) i) 0)
-          -1
-          (aref (it-ids table) i)))))
+      (if (eql (svref (it-keys table) i) 0) -1 (aref (it-ids table) i)))))
+
+(defun identity-table-add-recurring (table object)
+  "Give OBJECT, of a kind met again as a rule and not in TABLE, the next id;
+return it.  It goes straight into the hash table, so meeting it again does
+not end the seen-bit state."
+  (let ((id (it-count table)))
+    (identity-table-current table)
+    (hash-add table object)
+    id))
+
+(defun identity-table-get (table object)
+  "The id of OBJECT, or -1."
+  (declare (type identity-table table) (optimize speed))
+  (identity-table-current table)
+  (cond ((it-hashed table) (identity-table-get-recurring table object))
+        ((seen-p table object)
+         (start-hashing table)
+         (identity-table-get-recurring table object))
+        (t -1)))
+
+(defun get-or-add-met-again (table object)
+  "GET-OR-ADD for an OBJECT whose seen bit was set: start hashing, then
+look it up (a bit is shared only by objects at the same address, so it is
+there unless it is not a heap object)."
+  (start-hashing table)
+  (let ((id (identity-table-get-recurring table object)))
+    (if (>= id 0) id (hash-add table object))))
 
 (declaim (inline identity-table-get-or-add))
-(defun identity-table-get-or-add (table object id)
-  "The id of OBJECT if it is in TABLE; otherwise add it with ID and return
--1.  One probe where GET then ADD would take two."
-  (declare (type identity-table table) (type (unsigned-byte 32) id) (optimize speed))
-  (grow-if-full table)
+(defun identity-table-get-or-add (table object)
+  "The id of OBJECT if it is in TABLE; otherwise give it the next id (the
+table's count) and return -1.  One look where GET then ADD would take two."
+  (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
-  (let ((i (probe table object))
-        (keys (it-keys table))
-        (ids (it-ids table)))
-    (locally (declare (optimize (safety 0)))   ; I comes from PROBE
-      (if (eql (svref keys i) 0)
-          (progn (setf (svref keys i) object
-                       (aref ids i) id)
-                 (incf (it-count table))
-                 -1)
-          (aref ids i)))))
+  (cond ((it-hashed table)
+         (grow-if-full table)
+         (let ((i (probe table object)))
+           (locally (declare (optimize (safety 0)))   ; I comes from PROBE
+             (if (eql (svref (it-keys table) i) 0)
+                 (progn (setf (svref (it-keys table) i) object
+                              (aref (it-ids table) i) (it-count table))
+                        (incf (it-hashed-count table))
+                        (append-object table object))
+                 (aref (it-ids table) i)))))
+        ((mark-seen table object) (get-or-add-met-again table object))
+        (t (append-object table object))))
 
 (declaim (inline identity-table-add))
-(defun identity-table-add (table object id)
-  "Record that OBJECT, not in TABLE, has ID; return ID."
-  (identity-table-get-or-add table object id)
-  id)
+(defun identity-table-add (table object)
+  "Record OBJECT, not in TABLE, with the next id; return that id."
+  (let ((id (it-count table)))
+    (identity-table-get-or-add table object)
+    id))
 
 (defun identity-table-expect (table n)
-  "Make room for N more entries at once, sparing the rebuilds of growing
-step by step (each pays page faults on new vectors)."
-  (let ((needed (* 2 (+ (it-count table) n))))
-    (when (> needed (length (it-keys table)))
-      (rebuild-identity-table table (ash 1 (integer-length needed))))))
+  "Make room for N more objects at once, sparing the copies of growing step
+by step (and in a hash table the rehashes, each paying page faults)."
+  (let ((count (it-count table)))
+    (grow-objects table (+ count n))
+    (when (it-hashed table)
+      (let ((needed (* 2 (+ count n))))
+        (when (> needed (length (it-keys table)))
+          (identity-table-current table)
+          (setf (it-epoch table) (rehash table (ash 1 (integer-length needed)))))))))
+
+(defun table-bytes (table)
+  "Bytes of memory TABLE's vectors take."
+  (+ (* 8 (length (it-objects table)))
+     (* 8 (length (it-chunks table)))
+     (* 8 (length (it-bits table)))
+     (* 4 (length (it-directory table)))
+     (* 12 (length (it-keys table)))))
+
+(defun release-identity-table (table)
+  "The store using TABLE is over: clear what it used and keep it as the
+spare table of its kind, for the next store (see OFFER-SCRATCH), so the
+objects it held can be collected and its memory serves again."
+  (fill (it-objects table) 0 :end (it-count table))
+  (clear-seen table)
+  (let ((slots (length (it-keys table)))
+        (used (it-hashed-count table)))
+    (if (> slots (max 64 (* 32 used)))
+        ;; mostly empty (a store that stayed with seen bits after one that
+        ;; hashed much): new vectors cost less than clearing these
+        (let ((n (max 64 (ash 1 (integer-length (* 2 used))))))
+          (install-vectors table (make-array n :initial-element 0)
+                           (make-array n :element-type '(unsigned-byte 32))))
+        (fill (it-keys table) 0)))
+  (setf (it-count table) 0 (it-hashed-count table) 0 (it-hashed table) nil)
+  (offer-scratch (it-scratch-kind table) table (table-bytes table))
+  nil)

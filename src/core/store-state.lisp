@@ -20,8 +20,6 @@
   (cons-refs nil :type (or null identity-table))
   (track nil)                          ; track-references
   (lists nil)                          ; support-shared-list-structures
-  (next-id 0 :type index)              ; ids of objects other than conses
-  (next-cons-id 0 :type index)         ; ids of conses (shared list structures)
   (next-later 0 :type index)           ; LATER containers so far: FILL names them by this
   (depth 0 :type index)                ; containers open in the current record
   (depth-base 0 :type index)           ; logical depth where the current record starts
@@ -42,7 +40,8 @@
                      :store-class-slots store-class-slots
                      :root root))
 
-(declaim (inline written-id remember remember-cons remember-new-cons-p next-store-id))
+(declaim (inline written-id remember remember-cons remember-new-cons-p
+                 written-recurring-before-p remember-recurring))
 (defun written-id (ss object)
   "The id OBJECT was written with (a cons id for a cons), or -1."
   (if (consp object)
@@ -50,26 +49,32 @@
         (if conses (identity-table-get conses object) -1))
       (identity-table-get (ss-refs ss) object)))
 
-(defun next-store-id (ss)
-  "Take the next id."
-  (prog1 (ss-next-id ss) (incf (ss-next-id ss))))
-
 (defun remember (ss object)
   "OBJECT has just been written: give it the next id."
-  (identity-table-add (ss-refs ss) object (next-store-id ss)))
+  (identity-table-add (ss-refs ss) object))
+
+(defun written-recurring-before-p (ss object)
+  "For a symbol, package or class descriptor, kinds met again as a rule:
+if OBJECT was written before, write a reference to it and return T."
+  (let ((id (identity-table-get-recurring (ss-refs ss) object)))
+    (when (>= id 0)
+      (write-ref (ss-obuf ss) id)
+      t)))
+
+(defun remember-recurring (ss object)
+  "A symbol, package or class descriptor has just been written: give it the
+next id (see WRITTEN-RECURRING-BEFORE-P)."
+  (identity-table-add-recurring (ss-refs ss) object))
 
 (defun remember-cons (ss cons)
   "CONS is part of a run being written: give it the next cons id."
-  (identity-table-add (ss-cons-refs ss) cons
-                      (prog1 (ss-next-cons-id ss) (incf (ss-next-cons-id ss)))))
+  (identity-table-add (ss-cons-refs ss) cons))
 
 (defun remember-new-cons-p (ss cons)
   "If CONS was not written before, give it the next cons id and return T;
 otherwise return NIL.  One probe of the table where asking then adding
 would take two."
-  (when (< (identity-table-get-or-add (ss-cons-refs ss) cons (ss-next-cons-id ss)) 0)
-    (incf (ss-next-cons-id ss))
-    t))
+  (< (identity-table-get-or-add (ss-cons-refs ss) cons) 0))
 
 (declaim (inline tracked-kind-p))
 (defun tracked-kind-p (x)
@@ -99,15 +104,32 @@ are too, so make room for them in the table at once."
       (write-u8 ob (+ +first-small-ref-tag+ id))
       (progn (write-u8 ob +tag-ref+) (write-varint ob id))))
 
+(declaim (inline put-ref))
+(defun put-ref (sap p id)
+  "Store a back-reference to ID at SAP+P (room for 6 bytes checked by the
+caller); return the offset after it.  The bytes of WRITE-REF."
+  (declare (type index p) (type (unsigned-byte 32) id))
+  (if (< id +small-ref-count+)
+      (progn (setf (sb-sys:sap-ref-8 sap p) (+ +first-small-ref-tag+ id))
+             (1+ p))
+      (progn (setf (sb-sys:sap-ref-8 sap p) +tag-ref+)
+             (put-varint sap (1+ p) id))))
+
+(declaim (inline leaf-refs))
+(defun leaf-refs (ss)
+  "The table the number writers (PUT-LEAF) look boxed numbers up in: the
+table of objects written when references are tracked, else NIL."
+  (and (ss-track ss) (ss-refs ss)))
+
 (declaim (inline written-before-or-remember-p))
 (defun written-before-or-remember-p (ss object)
   "For an object without parts: if it was written before, write a reference
 and return T; otherwise give it the next id now (it is complete as soon as it
 is written) and return NIL."
-  (let ((id (identity-table-get-or-add (ss-refs ss) object (ss-next-id ss))))
-    (if (>= id 0)
-        (progn (write-ref (ss-obuf ss) id) t)
-        (progn (incf (ss-next-id ss)) nil))))
+  (let ((id (identity-table-get-or-add (ss-refs ss) object)))
+    (when (>= id 0)
+      (write-ref (ss-obuf ss) id)
+      t)))
 
 (declaim (inline written-before-p))
 (defun written-before-p (ss object)
