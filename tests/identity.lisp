@@ -285,3 +285,41 @@ every shared object still comes back as one."
                (is (eq (first (aref (second copy) 1)) (elt (first copy) 20000))))))
       (setf done t)
       (sb-thread:join-thread collector))))
+
+(test identity-table-runs
+  "A table of runs gives a run's conses consecutive ids, ends a run at a
+cons it has, and keeps the ids through collections and the switch to
+hashing, with a run still open."
+  (let* ((table (binstore::make-identity-table :runs t
+                                               :scratch-kind binstore::+scratch-cons-table+))
+         (first-list (make-list 3000 :initial-element 1))
+         (second-list (list* 5 6 (nthcdr 1000 first-list))))
+    (flet ((claim-run (list)
+             ;; claim from LIST on; the number claimed and where it stopped
+             (binstore::identity-table-start-run table list)
+             (let ((n 0) (c list))
+               (loop while (and (consp c) (binstore::identity-table-claim table c))
+                     do (incf n)
+                        (when (= n 1500) (sb-ext:gc :full t)) ; mid-run: objects move
+                        (setf c (cdr c)))
+               (values n c))))
+      (multiple-value-bind (n tail) (claim-run first-list)
+        (is (= 3000 n))
+        (is (null tail)))
+      (multiple-value-bind (n tail) (claim-run second-list)
+        (is (= 2 n))
+        (is (eq tail (nthcdr 1000 first-list))))
+      (is (not (binstore::it-hashed table)))
+      (sb-ext:gc :full t)
+      (is (= 1000 (binstore::identity-table-get table (nthcdr 1000 first-list))))
+      (is (binstore::it-hashed table))
+      (is (loop for c on first-list for id from 0
+                always (= id (binstore::identity-table-get table c))))
+      (is (= 3000 (binstore::identity-table-get table second-list)))
+      (is (= 3001 (binstore::identity-table-get table (cdr second-list))))
+      (let ((third-list (list 7 8 9)))
+        (multiple-value-bind (n tail) (claim-run third-list)
+          (is (= 3 n))
+          (is (null tail)))
+        (is (= 3002 (binstore::identity-table-get table third-list))))
+      (binstore::release-identity-table table))))

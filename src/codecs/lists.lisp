@@ -44,8 +44,10 @@ decoder gives them theirs when it allocates the run)."
       (let ((n 1) (c (cdr list))
             (int64 (int64-element-p (car list))))
         (declare (type index n))
-        (remember-cons ss list)
-        (loop while (and (consp c) (remember-new-cons-p ss c))
+        (start-cons-run ss list)
+        (unless (claim-cons-p ss list)
+          (error "binstore bug: a run starts at a cons written before"))
+        (loop while (and (consp c) (claim-cons-p ss c))
               do (incf n)
                  (when int64
                    (setf int64 (int64-element-p (car c))))

@@ -1,7 +1,7 @@
 ;;;; An EQ table from objects to ids, specialised for what STORE needs:
 ;;;; look an object up, and add it with the next id if it is new.  Ids are
 ;;;; the order of adding (0, 1, 2 ...), and the table keeps its objects in a
-;;;; vector by id.
+;;;; vector in that order.
 ;;;;
 ;;;; Most objects a store meets are met once: data without sharing is added
 ;;;; object by object and never looked up with success.  So a table starts
@@ -12,6 +12,13 @@
 ;;;; is only needed when an object is met a second time (its bit is already
 ;;;; set); the table then hashes every object so far on its address (see
 ;;;; ADDRESS-SLOT) and answers from the hash table until the store ends.
+;;;;
+;;;; Two kinds of objects take other ways in.  Symbols, packages and class
+;;;; descriptors are met again as a rule (a keyword in every record): they
+;;;; go straight into the hash table, so that meeting them again does not
+;;;; end the seen bits for everything else.  And the conses of a list, with
+;;;; shared list structures, take their ids a run at a time: a table of
+;;;; runs keeps one entry per run, not one per cons.
 ;;;;
 ;;;; Addresses change when the garbage collector moves objects: the table
 ;;;; remembers the GC epoch it was indexed in, and indexes its objects afresh
@@ -36,8 +43,14 @@
 (deftype id-or-none () "An id, or -1 for none." '(integer -1 #.(1- (expt 2 32))))
 
 (defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
-  (objects (make-array 64) :type simple-vector) ; by id; 0 past COUNT
-  (count 0 :type index)
+  ;; The objects by entry, 0 past ENTRIES.  In a table of runs (LENGTHS
+  ;; given) an entry is a cons and LENGTHS says how many conses of its cdr
+  ;; chain it stands for; otherwise it is one object.  Ids follow the
+  ;; entries in order.
+  (objects (make-array 64) :type simple-vector)
+  (entries 0 :type index)
+  (lengths nil :type (or null (simple-array fixnum (*))))
+  (count 0 :type index)                       ; ids given
   ;; Seen bits.  Block B holds the bits of chunk (address >> +chunk-shift+)
   ;; (CHUNKS B), at +BLOCK-WORDS+ * B in BITS.  DIRECTORY maps chunks to
   ;; blocks: open addressing, an entry is B + 1, 0 is empty.  INSTALL-BLOCKS
@@ -64,22 +77,49 @@
 ;;; The vector of objects
 
 (defun grow-objects (table needed)
-  "Make room in TABLE's vector of objects for NEEDED of them."
-  (let ((old (it-objects table)))
+  "Make room in TABLE's vector of objects (and of run lengths) for NEEDED
+entries."
+  (let ((old (it-objects table))
+        (used (it-entries table)))
     (when (< (length old) needed)
-      (let ((new (make-array (max needed (* 2 (length old))) :initial-element 0)))
-        (replace new old :end2 (it-count table))
-        (setf (it-objects table) new)))))
+      (let ((n (max needed (* 2 (length old)))))
+        (setf (it-objects table) (replace (make-array n :initial-element 0) old :end2 used))
+        (when (it-lengths table)
+          (setf (it-lengths table) (replace (make-array n :element-type 'fixnum)
+                                            (it-lengths table) :end2 used)))))))
+
+(declaim (inline append-entry))
+(defun append-entry (table object)
+  "Make OBJECT the next entry."
+  (let ((entry (it-entries table)))
+    (when (= entry (length (it-objects table)))
+      (grow-objects table (1+ entry)))
+    (setf (svref (it-objects table) entry) object
+          (it-entries table) (1+ entry))))
 
 (declaim (inline append-object))
 (defun append-object (table object)
   "Give OBJECT the next id; return -1 (what adding answers)."
-  (let ((count (it-count table)))
-    (when (= count (length (it-objects table)))
-      (grow-objects table (1+ count)))
-    (setf (svref (it-objects table) count) object
-          (it-count table) (1+ count))
-    -1))
+  (append-entry table object)
+  (incf (it-count table))
+  -1)
+
+(defun map-objects (fn table)
+  "Call FN with each object of TABLE and its id, in the order of the ids."
+  (declare (type function fn) (type identity-table table))
+  (let ((objects (it-objects table))
+        (lengths (it-lengths table))
+        (id 0))
+    (declare (type index id))
+    (dotimes (entry (it-entries table))
+      (let ((object (svref objects entry)))
+        (if lengths
+            (dotimes (k (aref lengths entry))
+              (funcall fn object id)
+              (incf id)
+              (setf object (cdr object)))
+            (progn (funcall fn object id)
+                   (incf id)))))))
 
 ;;; Seen bits
 
@@ -303,10 +343,8 @@ are there already)."
   (clear-seen table)
   (setf (it-hashed table) t)
   (loop
-    (let ((epoch sb-kernel::*gc-epoch*)
-          (objects (it-objects table)))
-      (dotimes (id (it-count table))
-        (put-in-hash table (svref objects id) id))
+    (let ((epoch sb-kernel::*gc-epoch*))
+      (map-objects (lambda (object id) (put-in-hash table object id)) table)
       (when (eq epoch sb-kernel::*gc-epoch*)
         (setf (it-epoch table) epoch)
         (return table))
@@ -320,10 +358,11 @@ during it means starting again.  Returns the epoch the bits are right in."
   (declare (type identity-table table))
   (loop
     (clear-seen table)
-    (let ((epoch sb-kernel::*gc-epoch*)
-          (objects (it-objects table)))
-      (dotimes (id (it-count table))
-        (mark-seen table (svref objects id)))
+    (let ((epoch sb-kernel::*gc-epoch*))
+      (map-objects (lambda (object id)
+                     (declare (ignore id))
+                     (mark-seen table object))
+                   table)
       (when (eq epoch sb-kernel::*gc-epoch*)
         (return epoch)))))
 
@@ -348,19 +387,23 @@ at their current addresses, the hash table's and the seen bits alike."
 (declaim (ftype (function (identity-table t) (values id-or-none &optional))
                 identity-table-get get-or-add-met-again identity-table-get-recurring))
 
-(defun make-identity-table (&key (scratch-kind +scratch-table+))
+(defun make-identity-table (&key (scratch-kind +scratch-table+) runs)
   "An empty table: the spare one of SCRATCH-KIND kept from an earlier store
-if there is one, else a small new one."
+if there is one, else a small new one.  A table of RUNS is filled with
+IDENTITY-TABLE-START-RUN and IDENTITY-TABLE-CLAIM (and only so)."
   (let ((table (or (take-scratch scratch-kind (constantly t))
-                   (let ((table (%make-identity-table :scratch-kind scratch-kind)))
+                   (let ((table (%make-identity-table
+                                 :scratch-kind scratch-kind
+                                 :lengths (and runs (make-array 64 :element-type 'fixnum)))))
                      (install-vectors table (make-array 64 :initial-element 0)
                                       (make-array 64 :element-type '(unsigned-byte 32)))))))
     (setf (it-epoch table) sb-kernel::*gc-epoch*)
     table))
 
 (defun identity-table-get-recurring (table object)
-  "The id of OBJECT, of a kind met again as a rule (see the file's
-header), or -1.  It is looked up in the hash table in any state."
+  "The id of OBJECT, of a kind met again as a rule (a symbol, package or
+class descriptor: see the file's header), or -1.  It is looked up in the
+hash table in any state."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
   (let ((i (probe table object)))
@@ -420,11 +463,41 @@ table's count) and return -1.  One look where GET then ADD would take two."
     (identity-table-get-or-add table object)
     id))
 
+;;; Runs of conses: a list's conses take their ids together, and a table
+;;; of runs keeps one entry for them all (a million conses of a list in
+;;; seen bits cost a bit each, not a bit and a slot).
+
+(defun identity-table-start-run (table list)
+  "Open a run at the cons LIST in TABLE, a table of runs: its conses are
+then claimed one by one, LIST first, with IDENTITY-TABLE-CLAIM."
+  (identity-table-current table)
+  (append-entry table list)
+  (setf (aref (it-lengths table) (1- (it-entries table))) 0)
+  nil)
+
+(declaim (inline identity-table-claim))
+(defun identity-table-claim (table cons)
+  "If CONS, the next of the open run's cdr chain, is not in TABLE, give it
+the next id as part of the run and return true; otherwise return NIL (the
+run ends before it)."
+  (declare (type identity-table table) (optimize speed))
+  (identity-table-current table)
+  (when (if (it-hashed table)
+            (let ((i (probe table cons)))
+              (when (eql (svref (it-keys table) i) 0)
+                (grow-if-full table)
+                (put-in-hash table cons (it-count table))
+                t))
+            (not (mark-seen table cons)))
+    (incf (aref (the (simple-array fixnum (*)) (it-lengths table)) (1- (it-entries table))))
+    (incf (it-count table))
+    t))
+
 (defun identity-table-expect (table n)
   "Make room for N more objects at once, sparing the copies of growing step
 by step (and in a hash table the rehashes, each paying page faults)."
   (let ((count (it-count table)))
-    (grow-objects table (+ count n))
+    (grow-objects table (+ (it-entries table) n))
     (when (it-hashed table)
       (let ((needed (* 2 (+ count n))))
         (when (> needed (length (it-keys table)))
@@ -434,6 +507,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
 (defun table-bytes (table)
   "Bytes of memory TABLE's vectors take."
   (+ (* 8 (length (it-objects table)))
+     (* 8 (length (or (it-lengths table) #())))
      (* 8 (length (it-chunks table)))
      (* 8 (length (it-bits table)))
      (* 4 (length (it-directory table)))
@@ -443,7 +517,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
   "The store using TABLE is over: clear what it used and keep it as the
 spare table of its kind, for the next store (see OFFER-SCRATCH), so the
 objects it held can be collected and its memory serves again."
-  (fill (it-objects table) 0 :end (it-count table))
+  (fill (it-objects table) 0 :end (it-entries table))
   (clear-seen table)
   (let ((slots (length (it-keys table)))
         (used (it-hashed-count table)))
@@ -454,6 +528,7 @@ objects it held can be collected and its memory serves again."
           (install-vectors table (make-array n :initial-element 0)
                            (make-array n :element-type '(unsigned-byte 32))))
         (fill (it-keys table) 0)))
-  (setf (it-count table) 0 (it-hashed-count table) 0 (it-hashed table) nil)
+  (setf (it-count table) 0 (it-entries table) 0 (it-hashed-count table) 0
+        (it-hashed table) nil)
   (offer-scratch (it-scratch-kind table) table (table-bytes table))
   nil)

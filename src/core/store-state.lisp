@@ -34,13 +34,14 @@
   (%make-store-state :obuf obuf
                      :refs (make-identity-table)
                      :cons-refs (and track lists
-                                     (make-identity-table :scratch-kind +scratch-cons-table+))
+                                     (make-identity-table :scratch-kind +scratch-cons-table+
+                                                          :runs t))
                      :track (and track t) :lists (and track lists t)
                      :max-depth max-depth
                      :store-class-slots store-class-slots
                      :root root))
 
-(declaim (inline written-id remember remember-cons remember-new-cons-p
+(declaim (inline written-id remember start-cons-run claim-cons-p
                  written-recurring-before-p remember-recurring))
 (defun written-id (ss object)
   "The id OBJECT was written with (a cons id for a cons), or -1."
@@ -66,15 +67,16 @@ if OBJECT was written before, write a reference to it and return T."
 next id (see WRITTEN-RECURRING-BEFORE-P)."
   (identity-table-add-recurring (ss-refs ss) object))
 
-(defun remember-cons (ss cons)
-  "CONS is part of a run being written: give it the next cons id."
-  (identity-table-add (ss-cons-refs ss) cons))
+(defun start-cons-run (ss list)
+  "A run of conses is about to be counted from LIST, which was not written
+before (shared list structures): its conses take the next cons ids as
+CLAIM-CONS-P meets them."
+  (identity-table-start-run (ss-cons-refs ss) list))
 
-(defun remember-new-cons-p (ss cons)
-  "If CONS was not written before, give it the next cons id and return T;
-otherwise return NIL.  One probe of the table where asking then adding
-would take two."
-  (< (identity-table-get-or-add (ss-cons-refs ss) cons) 0))
+(defun claim-cons-p (ss cons)
+  "If CONS, next in the run, was not written before, give it the next cons
+id and return T; otherwise return NIL."
+  (identity-table-claim (ss-cons-refs ss) cons))
 
 (declaim (inline tracked-kind-p))
 (defun tracked-kind-p (x)
