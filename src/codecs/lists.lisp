@@ -41,18 +41,17 @@ before a cons written already, and its conses get their ids here (the
 decoder gives them theirs when it allocates the run)."
   (declare (type cons list) (optimize speed))
   (if (ss-lists ss)
-      (let ((n 1) (c (cdr list))
-            (int64 (int64-element-p (car list))))
+      (multiple-value-bind (n tail) (claim-cons-run ss list)
         (declare (type index n))
-        (start-cons-run ss list)
-        (unless (claim-cons-p ss list)
+        (when (zerop n)
           (error "binstore bug: a run starts at a cons written before"))
-        (loop while (and (consp c) (claim-cons-p ss c))
-              do (incf n)
-                 (when int64
-                   (setf int64 (int64-element-p (car c))))
-                 (setf c (cdr c)))
-        (values n c int64))
+        ;; the cars are looked at in a walk of their own, when the first
+        ;; needs the 8-byte form (claiming is faster without them)
+        (values n tail
+                (and (int64-element-p (car list))
+                     (loop repeat n
+                           for c = list then (cdr c)
+                           always (int64-element-p (car c))))))
       ;; Count with a second pointer going twice as fast, to detect a cycle,
       ;; noting on the way whether every car needs the 8-byte integer form.
       (let ((n 1) (c (cdr list)) (fast (cdr list))

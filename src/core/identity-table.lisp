@@ -493,6 +493,71 @@ run ends before it)."
     (incf (it-count table))
     t))
 
+(defun claim-run-in-bits (table list)
+  "IDENTITY-TABLE-CLAIM-RUN with seen bits: the word of bits being set stays
+in a register while the conses stay within its 64 granules, where a claim
+at a time would load and store it for every cons (a dependency through
+memory from one cons to the next)."
+  (declare (type identity-table table) (type cons list) (optimize speed))
+  (let ((n 0) (c list) (k -1) (word 0)
+        (entry (1- (it-entries table))))
+    (declare (type index n entry) (type fixnum k) (type sb-ext:word word))
+    (flet ((settle ()
+             ;; the word back in the bits, the claims so far in the run
+             (when (>= k 0)
+               (setf (aref (it-bits table) k) word
+                     k -1))
+             (incf (aref (the (simple-array fixnum (*)) (it-lengths table)) entry) n)
+             (incf (it-count table) n)
+             (setf n 0)))
+      (let ((total 0))
+        (declare (type index total))
+        (loop
+          (unless (consp c)
+            (return))
+          (if (not (eq (it-epoch table) sb-kernel::*gc-epoch*))
+              ;; conses moved: index them all again, this run's so far too
+              (progn (settle) (identity-table-current table))
+              (let* ((address (sb-kernel:get-lisp-obj-address c))
+                     (chunk (address-chunk address)))
+                (if (/= chunk (it-last-chunk table))
+                    ;; a new block may be allocated, and collect: go round
+                    (progn (settle)
+                           (setf (it-last-base table) (chunk-base table chunk)
+                                 (it-last-chunk table) chunk))
+                    (let* ((granule (address-granule address))
+                           (wk (+ (it-last-base table) (ash granule -6)))
+                           (bit (ash 1 (logand granule 63))))
+                      (declare (type index wk))
+                      (unless (= wk k)
+                        (when (>= k 0)
+                          (setf (aref (it-bits table) k) word))
+                        (setf k wk
+                              word (aref (it-bits table) wk)))
+                      (when (logtest word bit)
+                        (return))
+                      (setf word (logior word bit))
+                      (incf n)
+                      (incf total)
+                      (setf c (cdr c)))))))
+        (settle)
+        (values total c)))))
+
+(defun identity-table-claim-run (table list)
+  "Open a run at the cons LIST, not in TABLE (a table of runs), and claim
+its cdr chain up to the first cons TABLE has, or its end; return how many
+conses were claimed and what follows them."
+  (declare (type identity-table table) (type cons list))
+  (identity-table-start-run table list)
+  (if (it-hashed table)
+      (let ((n 0) (c list))
+        (declare (type index n))
+        (loop while (and (consp c) (identity-table-claim table c))
+              do (incf n)
+                 (setf c (cdr c)))
+        (values n c))
+      (claim-run-in-bits table list)))
+
 (defun identity-table-expect (table n)
   "Make room for N more objects at once, sparing the copies of growing step
 by step (and in a hash table the rehashes, each paying page faults)."

@@ -41,7 +41,7 @@
                      :store-class-slots store-class-slots
                      :root root))
 
-(declaim (inline written-id remember start-cons-run claim-cons-p
+(declaim (inline written-id remember claim-cons-run
                  written-recurring-before-p remember-recurring))
 (defun written-id (ss object)
   "The id OBJECT was written with (a cons id for a cons), or -1."
@@ -67,16 +67,11 @@ if OBJECT was written before, write a reference to it and return T."
 next id (see WRITTEN-RECURRING-BEFORE-P)."
   (identity-table-add-recurring (ss-refs ss) object))
 
-(defun start-cons-run (ss list)
-  "A run of conses is about to be counted from LIST, which was not written
-before (shared list structures): its conses take the next cons ids as
-CLAIM-CONS-P meets them."
-  (identity-table-start-run (ss-cons-refs ss) list))
-
-(defun claim-cons-p (ss cons)
-  "If CONS, next in the run, was not written before, give it the next cons
-id and return T; otherwise return NIL."
-  (identity-table-claim (ss-cons-refs ss) cons))
+(defun claim-cons-run (ss list)
+  "Give the run of conses from LIST, which was not written before, the next
+cons ids (shared list structures): LIST and its cdrs up to the first cons
+written before, or the end.  Return how many, and what follows them."
+  (identity-table-claim-run (ss-cons-refs ss) list))
 
 (declaim (inline tracked-kind-p))
 (defun tracked-kind-p (x)
