@@ -288,14 +288,22 @@ where it goes."
 
 ;;; Putting objects in the hash table
 
-(defun put-in-hash (table object id)
-  "Enter OBJECT with ID at its slot (its own, if it is there already)."
-  (declare (type identity-table table) (type index id))
-  (let ((i (probe table object)))
+(declaim (inline fill-slot))
+(defun fill-slot (table i object id)
+  "Enter OBJECT with ID at slot I, which PROBE found for it (empty, or
+holding OBJECT already)."
+  (declare (type identity-table table) (type index i id))
+  ;; I comes from PROBE, so within both vectors: unchecked
+  (locally (declare (optimize (safety 0)))
     (when (eql (svref (it-keys table) i) 0)
       (incf (it-hashed-count table)))
     (setf (svref (it-keys table) i) object
           (aref (it-ids table) i) id)))
+
+(defun put-in-hash (table object id)
+  "Enter OBJECT with ID at its slot (its own, if it is there already)."
+  (declare (type identity-table table) (type index id))
+  (fill-slot table (probe table object) object id))
 
 (defun rehash (table slots)
   "Move TABLE's hash entries into empty vectors of SLOTS slots, at the slots
@@ -448,9 +456,7 @@ table's count) and return -1.  One look where GET then ADD would take two."
          (let ((i (probe table object)))
            (locally (declare (optimize (safety 0)))   ; I comes from PROBE
              (if (eql (svref (it-keys table) i) 0)
-                 (progn (setf (svref (it-keys table) i) object
-                              (aref (it-ids table) i) (it-count table))
-                        (incf (it-hashed-count table))
+                 (progn (fill-slot table i object (it-count table))
                         (append-object table object))
                  (aref (it-ids table) i)))))
         ((mark-seen table object) (get-or-add-met-again table object))
@@ -483,11 +489,12 @@ run ends before it)."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
   (when (if (it-hashed table)
-            (let ((i (probe table cons)))
-              (when (eql (svref (it-keys table) i) 0)
-                (grow-if-full table)
-                (put-in-hash table cons (it-count table))
-                t))
+            (progn
+              (grow-if-full table)
+              (let ((i (probe table cons)))
+                (when (eql (svref (it-keys table) i) 0)
+                  (fill-slot table i cons (it-count table))
+                  t)))
             (not (mark-seen table cons)))
     (incf (aref (the (simple-array fixnum (*)) (it-lengths table)) (1- (it-entries table))))
     (incf (it-count table))
