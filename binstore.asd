@@ -16,7 +16,8 @@
     :components ((:file "package")
                  (:file "conditions" :depends-on ("package"))
                  (:file "options" :depends-on ("package"))
-                 (:file "tags" :depends-on ("package"))))
+                 (:file "tags" :depends-on ("package"))
+                 (:file "prefetch" :depends-on ("package"))))
    (:module "io"
     :pathname "src/io"
     :depends-on ("base")
@@ -73,6 +74,7 @@
                (:file "list-output" :depends-on ("places"))
                (:file "hostile" :depends-on ("package" "places"))
                (:file "scratch" :depends-on ("compare"))
+               (:file "prefetch" :depends-on ("compare" "generator"))
                (:file "fuzz" :depends-on ("package"))
                (:file "run" :depends-on ("package")))
   :perform (test-op (o c) (symbol-call :binstore-tests :run-all-and-exit)))

@@ -222,12 +222,10 @@ others is refused.  Ids are the order of adding, survive growth, the switch
 from seen bits to hashing, and collections in either state; a released
 table is the next one made, empty."
   (let ((table (binstore::make-identity-table)))
-    (signals error (binstore::install-vectors table (make-array 8 :initial-element 0)
-                                              (make-array 4 :element-type '(unsigned-byte 32))))
-    (signals error (binstore::install-vectors table (make-array 6 :initial-element 0)
-                                              (make-array 6 :element-type '(unsigned-byte 32))))
-    (signals error (binstore::install-vectors table (make-array 0)
-                                              (make-array 0 :element-type '(unsigned-byte 32))))
+    ;; an odd number of words, 3 slots (not a power of two), no slots
+    (signals error (binstore::install-slots table (make-array 9 :initial-element 0)))
+    (signals error (binstore::install-slots table (make-array 6 :initial-element 0)))
+    (signals error (binstore::install-slots table (make-array 0)))
     (signals error (binstore::install-blocks table (make-array 4 :element-type 'fixnum)
                                              (make-array 4 :element-type 'sb-ext:word)
                                              (make-array 8 :element-type '(unsigned-byte 32))))

@@ -215,7 +215,15 @@ vector, as 8-byte integers."
       (setf i (write-leaf-elements ob v i n refs))
       (when (>= i n)
         (return))
-      (write-object ss (svref v i))
+      (let ((x (svref v i)))
+        ;; in a run of symbols, ask for what the ones ahead will need, as
+        ;; WRITE-CARS-COUNTING does
+        (when (and (symbolp x) (prefetch-symbols-p ss))
+          (when (< (+ i 8) n)
+            (prefetch-object (svref v (+ i 8))))
+          (when (< (+ i 4) n)
+            (prefetch-symbol-parts ss (svref v (+ i 4)))))
+        (write-object ss x))
       (incf i))))
 
 (defun read-simple-vector-header (rs)

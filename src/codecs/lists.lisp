@@ -118,6 +118,44 @@ has made room for K times +MAX-LEAF-BYTES+."
           (setf c next))))
     (values p c written)))
 
+(defun write-symbol-cars (ss c k mark list)
+  "Write the cars from the cons C on, at most K of them, for as long as each
+is a symbol, asking 8 cars ahead for each symbol's first line and 4 ahead
+for its name and table slot (see prefetch.lisp).  Return the cons reached
+(the one whose car was not written, or the cdr after the last car written)
+and how many were written.  A cons reached that is MARK means LIST is
+circular."
+  (declare (type store-state ss) (type cons c) (type index k) (optimize speed))
+  (flet ((ahead (x n)
+           ;; the cons N after X, or the list's end
+           (dotimes (i n x)
+             (if (consp x) (setf x (cdr x)) (return x)))))
+    (let* ((written 0)
+           (near (ahead c 4))
+           (far (ahead near 4)))
+      (declare (type index written))
+      (loop
+        (when (= written k)
+          (return))
+        (let ((x (car c)))
+          (unless (symbolp x)
+            (return))
+          (when (consp far)
+            (prefetch-object (car far))
+            (setf far (cdr far)))
+          (when (consp near)
+            (prefetch-symbol-parts ss (car near))
+            (setf near (cdr near)))
+          (write-object ss x)
+          (incf written)
+          (let ((next (cdr c)))
+            (unless (consp next)
+              (return-from write-symbol-cars (values next written)))
+            (when (eq next mark)
+              (circular-list-error list))
+            (setf c next))))
+      (values c written))))
+
 (defun write-leaf-cars (ob list n refs)
   "Write the first N cars of LIST for as long as PUT-LEAF takes them; return
 the cons of the first car not written and how many are left."
@@ -291,10 +329,22 @@ kept, and meeting it again means a cycle."
             (if (zerop block)
                 ;; not two numbers PUT-LEAF-CARS takes, or near the
                 ;; window's end
-                (progn (if packed (write-s64 ob x) (write-object ss x))
-                       ;; X's header is in the cache now
-                       (setf boxed-leaves (leaf-p x))
-                       (unless (next) (return)))
+                (if (and (symbolp x) (prefetch-symbols-p ss))
+                    ;; a run of symbols, with prefetching; up to LAP and
+                    ;; WIDEN-AT as for a block
+                    (multiple-value-bind (next written)
+                        (write-symbol-cars ss c (min (- lap n) (- widen-at n)) mark list)
+                      (declare (type index written))
+                      (incf n written)
+                      (setf c next boxed-leaves nil)
+                      (unless (consp c)
+                        (return))
+                      (when (= n lap)
+                        (setf mark c lap (* 2 lap))))
+                    (progn (if packed (write-s64 ob x) (write-object ss x))
+                           ;; X's header is in the cache now
+                           (setf boxed-leaves (leaf-p x))
+                           (unless (next) (return))))
                 (multiple-value-bind (p next written)
                     (put-leaf-cars (obuf-sap ob) (obuf-pos ob) c block
                                    mark packed refs list)

@@ -96,11 +96,13 @@ if it did."
 
 (defun write-string-payload (ob string)
   "Character count, then UTF-8: the body of a string, symbol or package name."
-  (unless (and (< (length string) 128)
-               (typep string 'simple-string)
-               (put-short-string-payload ob string))
-    (write-varint ob (length string))
-    (write-utf8-chars ob string 0 (length string))))
+  (declare (type string string) (optimize speed))
+  (let ((n (length string)))
+    (unless (and (< n 128)
+                 (typep string 'simple-string)
+                 (put-short-string-payload ob string))
+      (write-varint ob n)
+      (write-utf8-chars ob string 0 n))))
 
 (defun write-simple-base-string (ob s)
   (declare (type simple-base-string s) (optimize speed))

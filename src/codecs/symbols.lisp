@@ -19,6 +19,7 @@
     (remember-recurring ss symbol)))
 
 (defun write-symbol-body (ss symbol)
+  (declare (type symbol symbol))
   (let ((ob (ss-obuf ss))
         (package (symbol-package symbol)))
     (cond ((null package)
@@ -31,11 +32,20 @@
     (write-string-payload ob (symbol-name symbol))))
 
 (defun write-package-object (ss package)
-  (unless (written-recurring-before-p ss package)
-    (let ((ob (ss-obuf ss)))
-      (write-u8 ob +tag-package+)
-      (write-string-payload ob (package-name package)))
-    (remember-recurring ss package)))
+  "Write PACKAGE, or a reference to it when it was written before.  The
+last package written is kept with its id: the symbols of one package tend
+to come together, and then need no look in the table."
+  (let ((ob (ss-obuf ss)))
+    (if (eq package (ss-last-package ss))
+        (write-ref ob (ss-last-package-id ss))
+        (let ((id (identity-table-get-recurring (ss-refs ss) package)))
+          (if (>= id 0)
+              (write-ref ob id)
+              (progn (write-u8 ob +tag-package+)
+                     (write-string-payload ob (package-name package))
+                     (setf id (remember-recurring ss package))))
+          (setf (ss-last-package ss) package
+                (ss-last-package-id ss) id)))))
 
 ;;; Decoding -----------------------------------------------------------
 

@@ -63,12 +63,13 @@
   (blocks 0 :type index)                      ; blocks in use
   (last-chunk -1 :type fixnum)                ; the chunk met last, and its block's
   (last-base 0 :type index)                   ; first word: objects come in runs
-  ;; The hash table, once HASHED.  KEYS and IDS always have MASK + 1 slots:
-  ;; a slot index masked with MASK is within both, which PROBE relies on.
+  ;; The hash table, once HASHED.  Slot I is the two words at 2I and 2I + 1
+  ;; of SLOTS: the key (0 when empty) and its id, so a probe that finds its
+  ;; key has the id in the same cache line.  SLOTS always holds MASK + 1
+  ;; slots: a slot index masked with MASK is within it, which PROBE relies on.
   (hashed nil :type boolean)                  ; whether every object is in it
   (hashed-count 0 :type index)                ; objects in it
-  (keys (make-array 1 :initial-element 0) :type simple-vector) ; 0 marks an empty slot
-  (ids (make-array 1 :element-type '(unsigned-byte 32)) :type u32-vector)
+  (slots (make-array 2 :initial-element 0) :type simple-vector)
   (mask 0 :type index)
   (limit 0 :type index)                       ; the count at which the hash table grows
   (epoch sb-kernel::*gc-epoch* :type cons)
@@ -238,17 +239,39 @@ it: the entries it passed when it went in are older, and still there."
 half full, so probes stay short."
   (floor slots 2))
 
-(defun install-vectors (table keys ids)
-  "Make KEYS and IDS TABLE's hash vectors, with the mask and limit they give.
-The one place that sets them: it checks what the unchecked accesses of
-PROBE rely on, that both have the same power-of-two number of slots."
-  (declare (type identity-table table) (type simple-vector keys) (type u32-vector ids))
-  (let ((n (length keys)))
-    (assert (and (= n (length ids)) (plusp n) (= n (ash 1 (1- (integer-length n)))))
-            () "identity table vectors of ~d and ~d slots" n (length ids))
-    (setf (it-keys table) keys (it-ids table) ids
+(defun make-slots (n)
+  "An empty vector of N hash slots."
+  (make-array (* 2 n) :initial-element 0))
+
+(defun install-slots (table slots)
+  "Make SLOTS TABLE's hash vector, with the mask and limit it gives.  The
+one place that sets it: it checks what the unchecked accesses of PROBE rely
+on, that it holds a power of two of slots."
+  (declare (type identity-table table) (type simple-vector slots))
+  (let ((n (floor (length slots) 2)))
+    (assert (and (plusp n) (= (length slots) (* 2 n)) (= n (ash 1 (1- (integer-length n)))))
+            () "an identity table vector of ~d words" (length slots))
+    (setf (it-slots table) slots
           (it-mask table) (1- n) (it-limit table) (half-full n))
     table))
+
+(declaim (inline slot-count slot-key slot-id))
+(defun slot-count (table)
+  "The number of slots of TABLE's hash table."
+  (1+ (it-mask table)))
+
+(defun slot-key (slots i)
+  "The key of slot I of SLOTS, 0 when it is empty.  Unchecked: I must come
+from PROBE (masked), or be below the slot count."
+  (declare (type simple-vector slots) (type index i))
+  (locally (declare (optimize (safety 0)))
+    (svref slots (ash i 1))))
+
+(defun slot-id (slots i)
+  "The id of the key in slot I of SLOTS (unchecked, as SLOT-KEY)."
+  (declare (type simple-vector slots) (type index i))
+  (locally (declare (optimize (safety 0)))
+    (the index (svref slots (1+ (ash i 1))))))
 
 (declaim (inline address-slot))
 (defun address-slot (object mask)
@@ -275,16 +298,22 @@ each of them to the next run instead (0.1 probes).")
   "The index of OBJECT's slot in TABLE's hash table, or of the empty slot
 where it goes."
   (declare (type identity-table table) (optimize speed))
-  (let* ((keys (it-keys table))
+  (let* ((slots (it-slots table))
          (mask (it-mask table))
          (i (address-slot object mask)))
     (declare (type index i))
     (loop
-      ;; I is masked, so within KEYS (see the structure): unchecked
-      (let ((key (locally (declare (optimize (safety 0))) (svref keys i))))
+      ;; I is masked, so within SLOTS (see the structure)
+      (let ((key (slot-key slots i)))
         (when (or (eq key object) (eql key 0))
           (return i)))
       (setf i (logand (+ i +probe-step+) mask)))))
+
+(declaim (inline prefetch-home))
+(defun prefetch-home (table object)
+  "Ask for the cache line of OBJECT's home slot, ahead of looking it up."
+  (declare (type identity-table table))
+  (prefetch-svref (it-slots table) (ash (address-slot object (it-mask table)) 1)))
 
 ;;; Putting objects in the hash table
 
@@ -293,12 +322,13 @@ where it goes."
   "Enter OBJECT with ID at slot I, which PROBE found for it (empty, or
 holding OBJECT already)."
   (declare (type identity-table table) (type index i id))
-  ;; I comes from PROBE, so within both vectors: unchecked
-  (locally (declare (optimize (safety 0)))
-    (when (eql (svref (it-keys table) i) 0)
+  (let ((slots (it-slots table)))
+    (when (eql (slot-key slots i) 0)
       (incf (it-hashed-count table)))
-    (setf (svref (it-keys table) i) object
-          (aref (it-ids table) i) id)))
+    ;; I comes from PROBE, so within SLOTS: unchecked
+    (locally (declare (optimize (safety 0)))
+      (setf (svref slots (ash i 1)) object
+            (svref slots (1+ (ash i 1))) id))))
 
 (defun put-in-hash (table object id)
   "Enter OBJECT with ID at its slot (its own, if it is there already)."
@@ -311,28 +341,27 @@ their objects' current addresses give.  The vectors are allocated first:
 allocating may collect, and a collection during the moving means starting
 it again, from the old vectors, which still hold every entry."
   (declare (type identity-table table) (type index slots))
-  (let ((old-keys (it-keys table))
-        (old-ids (it-ids table))
-        (keys (make-array slots :initial-element 0))
-        (ids (make-array slots :element-type '(unsigned-byte 32))))
+  (let* ((old (it-slots table))
+         (old-count (slot-count table))
+         (new (make-slots slots)))
     (loop
       (let ((epoch sb-kernel::*gc-epoch*))
-        (install-vectors table keys ids)
+        (install-slots table new)
         (setf (it-hashed-count table) 0)
-        (dotimes (i (length old-keys))
-          (let ((key (svref old-keys i)))
+        (dotimes (i old-count)
+          (let ((key (slot-key old i)))
             (unless (eql key 0)
-              (put-in-hash table key (aref old-ids i)))))
+              (put-in-hash table key (slot-id old i)))))
         (when (eq epoch sb-kernel::*gc-epoch*)
           (return epoch))
-        (fill keys 0)))))
+        (fill new 0)))))
 
 (declaim (inline grow-if-full))
 (defun grow-if-full (table)
   "Keep the hash table at most half full (probes stay short); grow
 fourfold while it is small, so a large store rehashes few times."
   (when (>= (it-hashed-count table) (it-limit table))
-    (let ((size (length (it-keys table))))
+    (let ((size (slot-count table)))
       (rehash table (if (< size (expt 2 20)) (* 4 size) (* 2 size))))))
 
 (defun hash-add (table object)
@@ -346,7 +375,7 @@ fourfold while it is small, so a large store rehashes few times."
 its hash table, which every object so far now enters (the recurring ones
 are there already)."
   (let ((needed (* 2 (+ 64 (it-count table)))))
-    (when (< (length (it-keys table)) needed)
+    (when (< (slot-count table) needed)
       (rehash table (ash 1 (integer-length needed)))))
   (clear-seen table)
   (setf (it-hashed table) t)
@@ -357,7 +386,7 @@ are there already)."
         (setf (it-epoch table) epoch)
         (return table))
       ;; a collection moved them: enter them all again at their new places
-      (setf (it-epoch table) (rehash table (length (it-keys table)))))))
+      (setf (it-epoch table) (rehash table (slot-count table))))))
 
 (defun mark-all-seen (table)
   "Set the seen bit of every object of TABLE afresh, at its current
@@ -378,7 +407,7 @@ during it means starting again.  Returns the epoch the bits are right in."
   "A collection has moved objects since TABLE was indexed: index them all
 at their current addresses, the hash table's and the seen bits alike."
   (loop
-    (let ((epoch (rehash table (length (it-keys table)))))
+    (let ((epoch (rehash table (slot-count table))))
       (when (or (it-hashed table) (eq epoch (mark-all-seen table)))
         (setf (it-epoch table) epoch)
         (return table)))))
@@ -403,8 +432,7 @@ IDENTITY-TABLE-START-RUN and IDENTITY-TABLE-CLAIM (and only so)."
                    (let ((table (%make-identity-table
                                  :scratch-kind scratch-kind
                                  :lengths (and runs (make-array 64 :element-type 'fixnum)))))
-                     (install-vectors table (make-array 64 :initial-element 0)
-                                      (make-array 64 :element-type '(unsigned-byte 32)))))))
+                     (install-slots table (make-slots 64))))))
     (setf (it-epoch table) sb-kernel::*gc-epoch*)
     table))
 
@@ -414,9 +442,9 @@ class descriptor: see the file's header), or -1.  It is looked up in the
 hash table in any state."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
-  (let ((i (probe table object)))
-    (locally (declare (optimize (safety 0)))   ; I comes from PROBE
-      (if (eql (svref (it-keys table) i) 0) -1 (aref (it-ids table) i)))))
+  (let ((i (probe table object))
+        (slots (it-slots table)))
+    (if (eql (slot-key slots i) 0) -1 (slot-id slots i))))
 
 (defun identity-table-add-recurring (table object)
   "Give OBJECT, of a kind met again as a rule and not in TABLE, the next id;
@@ -453,12 +481,12 @@ table's count) and return -1.  One look where GET then ADD would take two."
   (identity-table-current table)
   (cond ((it-hashed table)
          (grow-if-full table)
-         (let ((i (probe table object)))
-           (locally (declare (optimize (safety 0)))   ; I comes from PROBE
-             (if (eql (svref (it-keys table) i) 0)
-                 (progn (fill-slot table i object (it-count table))
-                        (append-object table object))
-                 (aref (it-ids table) i)))))
+         (let ((i (probe table object))
+               (slots (it-slots table)))
+           (if (eql (slot-key slots i) 0)
+               (progn (fill-slot table i object (it-count table))
+                      (append-object table object))
+               (slot-id slots i))))
         ((mark-seen table object) (get-or-add-met-again table object))
         (t (append-object table object))))
 
@@ -492,7 +520,7 @@ run ends before it)."
             (progn
               (grow-if-full table)
               (let ((i (probe table cons)))
-                (when (eql (svref (it-keys table) i) 0)
+                (when (eql (slot-key (it-slots table) i) 0)
                   (fill-slot table i cons (it-count table))
                   t)))
             (not (mark-seen table cons)))
@@ -572,7 +600,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
     (grow-objects table (+ (it-entries table) n))
     (when (it-hashed table)
       (let ((needed (* 2 (+ count n))))
-        (when (> needed (length (it-keys table)))
+        (when (> needed (slot-count table))
           (identity-table-current table)
           (setf (it-epoch table) (rehash table (ash 1 (integer-length needed)))))))))
 
@@ -583,7 +611,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
      (* 8 (length (it-chunks table)))
      (* 8 (length (it-bits table)))
      (* 4 (length (it-directory table)))
-     (* 12 (length (it-keys table)))))
+     (* 8 (length (it-slots table)))))
 
 (defun release-identity-table (table)
   "The store using TABLE is over: clear what it used and keep it as the
@@ -591,15 +619,13 @@ spare table of its kind, for the next store (see OFFER-SCRATCH), so the
 objects it held can be collected and its memory serves again."
   (fill (it-objects table) 0 :end (it-entries table))
   (clear-seen table)
-  (let ((slots (length (it-keys table)))
+  (let ((slots (slot-count table))
         (used (it-hashed-count table)))
     (if (> slots (max 64 (* 32 used)))
         ;; mostly empty (a store that stayed with seen bits after one that
-        ;; hashed much): new vectors cost less than clearing these
-        (let ((n (max 64 (ash 1 (integer-length (* 2 used))))))
-          (install-vectors table (make-array n :initial-element 0)
-                           (make-array n :element-type '(unsigned-byte 32))))
-        (fill (it-keys table) 0)))
+        ;; hashed much): a new vector costs less than clearing this one
+        (install-slots table (make-slots (max 64 (ash 1 (integer-length (* 2 used))))))
+        (fill (it-slots table) 0)))
   (setf (it-count table) 0 (it-entries table) 0 (it-hashed-count table) 0
         (it-hashed table) nil)
   (offer-scratch (it-scratch-kind table) table (table-bytes table))

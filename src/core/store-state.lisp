@@ -28,6 +28,8 @@
   (no-defer nil)                       ; true while writing parts that must be complete
   (store-class-slots nil)
   (descriptors nil :type (or null hash-table)) ; class -> class-descriptor
+  (last-package nil)                   ; the package written last, and its id
+  (last-package-id 0 :type index)
   (root nil))                          ; the data, to locate unstorable objects
 
 (defun make-store-state (obuf &key track lists max-depth store-class-slots root)
@@ -78,6 +80,30 @@ written before, or the end.  Return how many, and what follows them."
   "True unless X is of a kind that never takes an id (or, for conses, takes
 one only with shared list structures)."
   (not (typep x '(or fixnum character single-float symbol cons))))
+
+(defconstant +prefetch-from-count+ (expt 2 15)
+  "Objects in the hash table past which their slots alone (a cache line
+each, met in no order) outgrow a cache of 2 MiB: from there on prefetching
+ahead of symbols pays (see PREFETCH-SYMBOLS-P).")
+
+(declaim (inline prefetch-symbols-p))
+(defun prefetch-symbols-p (ss)
+  "Whether the collection writers should prefetch ahead of a run of symbols
+(see prefetch.lisp): once the table holds more objects than the caches
+nearest the processor hold lines, finding a symbol's slot and reading its
+name miss the cache as a rule.  Below that, as with a pool of symbols met
+again and again, they hit, and asking ahead costs more than it saves."
+  (> (it-hashed-count (ss-refs ss)) +prefetch-from-count+))
+
+(declaim (inline prefetch-symbol-parts))
+(defun prefetch-symbol-parts (ss x)
+  "When X is a symbol, ask for what writing it will look at after its first
+line (which a PREFETCH-OBJECT some elements earlier should have brought in
+by now): its name, and its slot in the table, where symbols are looked up
+in every mode."
+  (when (symbolp x)
+    (prefetch-object (symbol-name x))
+    (prefetch-home (ss-refs ss) x)))
 
 (defun expect-tracked-elements (ss n first)
   "A container of N elements, the first FIRST, is about to be written: when
