@@ -161,14 +161,18 @@ take, and kinds they leave to the general writer."
                                   s))))))
 
 (test one-walk-circular-lists
+  ;; each kind of number the block writers take, tracked or not, packed
   (dolist (place (list nil (make-array 10 :element-type '(unsigned-byte 8)
                                           :fill-pointer 0 :adjustable t)))
     (dolist (shape '((0 . 1) (0 . 2) (10 . 1) (3 . 1000) (1000 . 77)))
-      (destructuring-bind (prefix . cycle) shape
-        (let* ((loop-part (make-list cycle :initial-element 1))
-               (list (append (make-list prefix :initial-element 2) loop-part)))
-          (setf (cdr (last loop-part)) loop-part)
-          (signals binstore:store-error (binstore:store place list)))))))
+      (dolist (element (list 1 1.5f0 2.5d0 #c(1d0 2d0) (int64-value 7)))
+        (dolist (track '(nil t))
+          (destructuring-bind (prefix . cycle) shape
+            (let* ((loop-part (make-list cycle :initial-element element))
+                   (list (append (make-list prefix :initial-element 2) loop-part)))
+              (setf (cdr (last loop-part)) loop-part)
+              (signals binstore:store-error
+                (binstore:store place list :track-references track)))))))))
 
 (test one-walk-max-to-write
   ;; the limit also holds when only the header's growth crosses it

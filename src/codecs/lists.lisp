@@ -22,6 +22,7 @@
   (or (= tag +tag-list+) (= tag +tag-dotted-list+) (= tag +tag-cons+)
       (= tag +tag-int64-list+)))
 
+(declaim (ftype (function (t) nil) circular-list-error)) ; signals, never returns
 (defun circular-list-error (list)
   (error 'store-error
          :message (format nil "a circular list (starting ~a ...) cannot be stored ~
@@ -85,13 +86,18 @@ straight into the window with one bounds check each."
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))
 
-(defun put-leaf-cars (sap p c k mark packed refs list)
-  "Write the cars from the cons C on at SAP+P, at most K of them, for as long
-as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
-bytes).  Return the offset after them, the cons reached (the one whose car
-was not written, or the cdr after the last car written) and how many were
-written.  A cons reached that is MARK means LIST is circular.  The caller
-has made room for K times +MAX-LEAF-BYTES+."
+(defun put-plain-cars (sap p c k mark packed boxed list)
+  "Store the cars from the cons C on at SAP+P, at most K of them, for as
+long as each is a fixnum or a single float, or with BOXED a double or a
+complex of floats too, as PUT-LEAF does without tracking (with PACKED, for
+as long as each is an INT64-ELEMENT-P, as its 8 bytes).  Return the offset
+after them, the cons reached (the one whose car was not stored, or the cdr
+after the last car stored) and how many were stored.  A cons reached that
+is MARK means LIST is circular.  A loop without calls, so that its
+variables stay in registers: around the calls that looking a boxed number
+up may make, they live on the stack, and each step waits for the cons
+stored there just before.  The caller has made room for K times
++MAX-LEAF-BYTES+."
   (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
            (optimize speed))
   (let ((written 0))
@@ -104,12 +110,55 @@ has made room for K times +MAX-LEAF-BYTES+."
                     (when (int64-element-p x)
                       (setf (sb-sys:signed-sap-ref-64 sap p) x)
                       (+ p 8))
-                    (put-leaf sap p x refs))))
+                    (put-plain-leaf sap p x boxed))))
         (unless q
           (return))
         ;; both stay below what the caller checked: the room and K
         (setf p (sb-ext:truly-the index q)
-              written (sb-ext:truly-the index (1+ written)))
+              written (sb-ext:truly-the index (1+ written))))
+      (let ((next (cdr c)))
+        (unless (consp next)
+          (return-from put-plain-cars (values p next written)))
+        (when (eq next mark)
+          (circular-list-error list))
+        (setf c next)))
+    (values p c written)))
+
+(defun put-leaf-cars (sap p c k mark packed refs list)
+  "Write the cars from the cons C on at SAP+P, at most K of them, for as long
+as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
+bytes).  Return the offset after them, the cons reached (the one whose car
+was not written, or the cdr after the last car written) and how many were
+written.  A cons reached that is MARK means LIST is circular.  The caller
+has made room for K times +MAX-LEAF-BYTES+."
+  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+           (optimize speed))
+  (let ((written 0))
+    (declare (type index written))
+    (loop
+      ;; what needs no table, in a loop of its own
+      (multiple-value-bind (q next n)
+          (put-plain-cars sap p c (- k written) mark packed (null refs) list)
+        (declare (type index q n))
+        (setf p q
+              written (sb-ext:truly-the index (+ written n)))
+        (unless (consp next)
+          (return-from put-leaf-cars (values p next written)))
+        (setf c next))
+      (when packed                      ; a car that is not an INT64-ELEMENT-P
+        (return))
+      ;; then boxed numbers looked up in REFS, up to the next plain car
+      (loop
+        (when (= written k)
+          (return-from put-leaf-cars (values p c written)))
+        (let ((x (car c)))
+          (when (typep x '(or fixnum single-float))
+            (return))
+          (let ((q (put-leaf sap p x refs)))
+            (unless q
+              (return-from put-leaf-cars (values p c written)))
+            (setf p (sb-ext:truly-the index q)
+                  written (sb-ext:truly-the index (1+ written)))))
         (let ((next (cdr c)))
           (unless (consp next)
             (return-from put-leaf-cars (values p next written)))

@@ -239,6 +239,41 @@ as near the window's end (where MAX-TO-WRITE may leave less room than
              (t (write-complex-float ob x))))
      t)))
 
+(declaim (inline put-plain-leaf))
+(defun put-plain-leaf (sap p x boxed)
+  "PUT-LEAF without a table: store X at SAP+P when it is a fixnum or a single
+float, or with BOXED a double or a complex of floats; return the offset
+after it, or NIL, writing nothing, for anything else."
+  (declare (type index p))
+  (cond ((typep x 'fixnum) (put-fixnum sap p x))
+        ((typep x 'single-float) (put-single-float sap p x))
+        ((not boxed) nil)
+        ((typep x 'double-float) (put-double-float sap p x))
+        ((typep x '(or (complex double-float) (complex single-float)))
+         (put-complex-float sap p x))))
+
+(defun put-plain-elements (sap p v start end boxed)
+  "Store the elements of V from START below END at SAP+P for as long as each
+is a fixnum or a single float, or with BOXED a double or a complex of floats
+too, as PUT-LEAF does without tracking; return the offset after them and the
+index of the first one not stored.  A loop without calls, so that its
+variables stay in registers (see PUT-PLAIN-CARS).  The caller has made room
+for END - START times +MAX-LEAF-BYTES+, and END is within V."
+  (declare (type sb-sys:system-area-pointer sap) (type index p start end)
+           (type simple-vector v) (optimize speed))
+  (let ((i start))
+    (declare (type index i))
+    (loop
+      (when (>= i end)
+        (return))
+      (let ((q (put-plain-leaf sap p (svref v i) boxed)))
+        (unless q
+          (return))
+        ;; below what the caller made room for
+        (setf p (sb-ext:truly-the index q)))
+      (incf i))
+    (values p i)))
+
 (defun write-leaf-elements (ob v start end refs)
   "Write the elements of V from START below END for as long as PUT-LEAF
 takes them; return the index of the first one not written."
@@ -261,13 +296,11 @@ takes them; return the index of the first one not written."
             (let ((sap (obuf-sap ob)) (stop (+ i block)))
               (declare (type index stop))
               (loop
-                ;; runs of fixnums take a loop of their own
-                (loop while (< i stop)
-                      do (let ((x (svref v i)))
-                           (unless (typep x 'fixnum)
-                             (return))
-                           (setf p (put-fixnum sap p x))
-                           (incf i)))
+                ;; what needs no table, in a loop of its own (called only
+                ;; for a number: a vector of other objects comes here for
+                ;; each element)
+                (when (and (< i stop) (leaf-p (svref v i)))
+                  (multiple-value-setq (p i) (put-plain-elements sap p v i stop (null refs))))
                 (unless (< i stop)
                   (return))
                 (let ((q (put-leaf sap p (svref v i) refs)))
