@@ -201,6 +201,19 @@ reads the parts unboxed (REALPART of an unknown complex conses a float)."
   "The numbers PUT-LEAF writes that are heap objects, with an identity."
   '(or double-float (complex double-float) (complex single-float)))
 
+(declaim (inline put-plain-leaf))
+(defun put-plain-leaf (sap p x boxed)
+  "PUT-LEAF without a table: store X at SAP+P when it is a fixnum or a single
+float, or with BOXED a double or a complex of floats; return the offset
+after it, or NIL, writing nothing, for anything else."
+  (declare (type index p))
+  (cond ((typep x 'fixnum) (put-fixnum sap p x))
+        ((typep x 'single-float) (put-single-float sap p x))
+        ((not boxed) nil)
+        ((typep x 'double-float) (put-double-float sap p x))
+        ((typep x '(or (complex double-float) (complex single-float)))
+         (put-complex-float sap p x))))
+
 (declaim (inline put-leaf))
 (defun put-leaf (sap p x refs)
   "Store X at SAP+P when it is a number without parts: an integer of 63
@@ -210,15 +223,12 @@ reference, and a new one takes the next id, as WRITE-OBJECT does.  Return
 the offset after it, or NIL, writing nothing, for anything else.  The
 caller has made room for +MAX-LEAF-BYTES+."
   (declare (type index p) (type (or null identity-table) refs))
-  (if (typep x 'fixnum)
-      (put-fixnum sap p x)
-      (typecase x
-        (single-float (put-single-float sap p x))
-        (boxed-leaf
-         (let ((id (if refs (identity-table-get-or-add refs x) -1)))
-           (cond ((>= id 0) (put-ref sap p id))
-                 ((typep x 'double-float) (put-double-float sap p x))
-                 (t (put-complex-float sap p x))))))))
+  (let ((id (if (and refs (typep x 'boxed-leaf))
+                (identity-table-get-or-add refs x)
+                -1)))
+    (if (>= id 0)
+        (put-ref sap p id)
+        (put-plain-leaf sap p x t))))
 
 (declaim (inline leaf-p))
 (defun leaf-p (x)
@@ -238,19 +248,6 @@ as near the window's end (where MAX-TO-WRITE may leave less room than
              ((typep x 'double-float) (write-double-float ob x))
              (t (write-complex-float ob x))))
      t)))
-
-(declaim (inline put-plain-leaf))
-(defun put-plain-leaf (sap p x boxed)
-  "PUT-LEAF without a table: store X at SAP+P when it is a fixnum or a single
-float, or with BOXED a double or a complex of floats; return the offset
-after it, or NIL, writing nothing, for anything else."
-  (declare (type index p))
-  (cond ((typep x 'fixnum) (put-fixnum sap p x))
-        ((typep x 'single-float) (put-single-float sap p x))
-        ((not boxed) nil)
-        ((typep x 'double-float) (put-double-float sap p x))
-        ((typep x '(or (complex double-float) (complex single-float)))
-         (put-complex-float sap p x))))
 
 (defun put-plain-elements (sap p v start end boxed)
   "Store the elements of V from START below END at SAP+P for as long as each
