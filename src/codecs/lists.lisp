@@ -86,6 +86,16 @@ straight into the window with one bounds check each."
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))
 
+(declaim (inline next-in-run))
+(defun next-in-run (c mark list)
+  "The cdr of the cons C, in a walk of LIST that keeps MARK for Brent's
+method (see WRITE-CARS-COUNTING): a cons that is MARK means LIST is
+circular.  MARK may be NIL, which only the end of a list is."
+  (let ((next (cdr c)))
+    (when (and (consp next) (eq next mark))
+      (circular-list-error list))
+    next))
+
 (defun put-plain-cars (sap p c k mark packed boxed list)
   "Store the cars from the cons C on at SAP+P, at most K of them, for as
 long as each is a fixnum or a single float, or with BOXED a double or a
@@ -116,11 +126,9 @@ stored there just before.  The caller has made room for K times
         ;; both stay below what the caller checked: the room and K
         (setf p (sb-ext:truly-the index q)
               written (sb-ext:truly-the index (1+ written))))
-      (let ((next (cdr c)))
+      (let ((next (next-in-run c mark list)))
         (unless (consp next)
           (return-from put-plain-cars (values p next written)))
-        (when (eq next mark)
-          (circular-list-error list))
         (setf c next)))
     (values p c written)))
 
@@ -159,11 +167,9 @@ has made room for K times +MAX-LEAF-BYTES+."
               (return-from put-leaf-cars (values p c written)))
             (setf p (sb-ext:truly-the index q)
                   written (sb-ext:truly-the index (1+ written)))))
-        (let ((next (cdr c)))
+        (let ((next (next-in-run c mark list)))
           (unless (consp next)
             (return-from put-leaf-cars (values p next written)))
-          (when (eq next mark)
-            (circular-list-error list))
           (setf c next))))
     (values p c written)))
 
@@ -197,11 +203,9 @@ circular."
             (setf near (cdr near)))
           (write-object ss x)
           (incf written)
-          (let ((next (cdr c)))
+          (let ((next (next-in-run c mark list)))
             (unless (consp next)
               (return-from write-symbol-cars (values next written)))
-            (when (eq next mark)
-              (circular-list-error list))
             (setf c next))))
       (values c written))))
 
