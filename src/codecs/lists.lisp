@@ -86,13 +86,17 @@ straight into the window with one bounds check each."
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))
 
+(defvar *no-mark* (list :no-mark)
+  "A cons that no list holds: the MARK of a walk whose length is known, which
+needs no check for a cycle (see NEXT-IN-RUN).")
+
 (declaim (inline next-in-run))
 (defun next-in-run (c mark list)
-  "The cdr of the cons C, in a walk of LIST that keeps MARK for Brent's
-method (see WRITE-CARS-COUNTING): a cons that is MARK means LIST is
-circular.  MARK may be NIL, which only the end of a list is."
+  "The cdr of the cons C, in a walk of LIST that keeps the cons MARK for
+Brent's method (see WRITE-CARS-COUNTING): reaching MARK means LIST is
+circular.  A walk whose length is known passes *NO-MARK*."
   (let ((next (cdr c)))
-    (when (and (consp next) (eq next mark))
+    (when (eq next mark)
       (circular-list-error list))
     next))
 
@@ -103,34 +107,36 @@ complex of floats too, as PUT-LEAF does without tracking (with PACKED, for
 as long as each is an INT64-ELEMENT-P, as its 8 bytes).  Return the offset
 after them, the cons reached (the one whose car was not stored, or the cdr
 after the last car stored) and how many were stored.  A cons reached that
-is MARK means LIST is circular.  A loop without calls, so that its
-variables stay in registers: around the calls that looking a boxed number
-up may make, they live on the stack, and each step waits for the cons
-stored there just before.  The caller has made room for K times
-+MAX-LEAF-BYTES+."
+is MARK means LIST is circular.  The caller has made room for K times
++MAX-LEAF-BYTES+.
+A loop without calls, so that its variables stay in registers (around the
+calls that looking a boxed number up may make, they live on the stack, and
+each step waits for the cons stored there just before), and whose output
+is a pointer (see PUT-FIXNUM)."
   (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
            (optimize speed))
-  (let ((written 0))
-    (declare (type index written))
+  (let ((out (sb-sys:sap+ sap p))
+        (left k))
+    (declare (type index left))
     (loop
-      (when (= written k)
+      (when (zerop left)
         (return))
       (let* ((x (car c))
-             (q (if packed
-                    (when (int64-element-p x)
-                      (setf (sb-sys:signed-sap-ref-64 sap p) x)
-                      (+ p 8))
-                    (put-plain-leaf sap p x boxed))))
-        (unless q
+             (after (cond ((not packed) (put-plain-leaf out x boxed))
+                          ((int64-element-p x)
+                           (setf (sb-sys:signed-sap-ref-64 out 0) x)
+                           (sb-sys:sap+ out 8))
+                          (t out))))
+        (when (sb-sys:sap= after out)
           (return))
-        ;; both stay below what the caller checked: the room and K
-        (setf p (sb-ext:truly-the index q)
-              written (sb-ext:truly-the index (1+ written))))
+        (setf out after
+              left (sb-ext:truly-the index (1- left))))
       (let ((next (next-in-run c mark list)))
         (unless (consp next)
-          (return-from put-plain-cars (values p next written)))
+          (return-from put-plain-cars
+            (values (sb-sys:sap- out sap) next (- k left))))
         (setf c next)))
-    (values p c written)))
+    (values (sb-sys:sap- out sap) c (- k left))))
 
 (defun put-leaf-cars (sap p c k mark packed refs list)
   "Write the cars from the cons C on at SAP+P, at most K of them, for as long
@@ -228,7 +234,7 @@ the cons of the first car not written and how many are left."
               (setf c (cdr c))
               (decf n))
             (multiple-value-bind (q next written)
-                (put-leaf-cars (obuf-sap ob) p c block nil nil refs list)
+                (put-leaf-cars (obuf-sap ob) p c block *no-mark* nil refs list)
               (declare (type index q written))
               (setf (obuf-pos ob) q
                     c next)

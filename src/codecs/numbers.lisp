@@ -8,34 +8,39 @@
 
 (defconstant +max-fixnum-bytes+ 9 "The most bytes an integer of 64 bits takes.")
 
+;;; The PUT- functions store at an output pointer and return the pointer
+;;; after what they stored.  A loop that writes many numbers keeps its
+;;; output as such a pointer: the compiler holds a SAP in a register as the
+;;; raw address, where an offset is a tagged fixnum shifted before each use.
+
 (declaim (inline put-fixnum))
-(defun put-fixnum (sap p n)
+(defun put-fixnum (out n)
   "Store the integer N, which fits in 64 signed bits, in its shortest form at
-SAP+P; return the offset after it.  The caller has made room for it."
-  (declare (type index p) (type (signed-byte 64) n))
+the pointer OUT; return the pointer after it.  The caller has made room."
+  (declare (type sb-sys:system-area-pointer out) (type (signed-byte 64) n))
   (cond ((<= +smallest-in-tag-integer+ n +largest-in-tag-integer+)
-         (setf (sb-sys:sap-ref-8 sap p) (+ n +small-int-bias+))
-         (+ p 1))
+         (setf (sb-sys:sap-ref-8 out 0) (+ n +small-int-bias+))
+         (sb-sys:sap+ out 1))
         ((<= 0 n 255)
-         (setf (sb-sys:sap-ref-8 sap p) +tag-uint8+
-               (sb-sys:sap-ref-8 sap (1+ p)) n)
-         (+ p 2))
+         (setf (sb-sys:sap-ref-8 out 0) +tag-uint8+
+               (sb-sys:sap-ref-8 out 1) n)
+         (sb-sys:sap+ out 2))
         ((<= -256 n -1)
-         (setf (sb-sys:sap-ref-8 sap p) +tag-negint8+
-               (sb-sys:sap-ref-8 sap (1+ p)) (- -1 n))
-         (+ p 2))
+         (setf (sb-sys:sap-ref-8 out 0) +tag-negint8+
+               (sb-sys:sap-ref-8 out 1) (- -1 n))
+         (sb-sys:sap+ out 2))
         ((typep n '(signed-byte 16))
-         (setf (sb-sys:sap-ref-8 sap p) +tag-int16+
-               (sb-sys:signed-sap-ref-16 sap (1+ p)) n)
-         (+ p 3))
+         (setf (sb-sys:sap-ref-8 out 0) +tag-int16+
+               (sb-sys:signed-sap-ref-16 out 1) n)
+         (sb-sys:sap+ out 3))
         ((typep n '(signed-byte 32))
-         (setf (sb-sys:sap-ref-8 sap p) +tag-int32+
-               (sb-sys:signed-sap-ref-32 sap (1+ p)) n)
-         (+ p 5))
+         (setf (sb-sys:sap-ref-8 out 0) +tag-int32+
+               (sb-sys:signed-sap-ref-32 out 1) n)
+         (sb-sys:sap+ out 5))
         (t
-         (setf (sb-sys:sap-ref-8 sap p) +tag-int64+
-               (sb-sys:signed-sap-ref-64 sap (1+ p)) n)
-         (+ p 9))))
+         (setf (sb-sys:sap-ref-8 out 0) +tag-int64+
+               (sb-sys:signed-sap-ref-64 out 1) n)
+         (sb-sys:sap+ out 9))))
 
 (defun fixnum-bytes (n)
   "Bytes PUT-FIXNUM stores for N."
@@ -50,7 +55,7 @@ SAP+P; return the offset after it.  The caller has made room for it."
   "WRITE-FIXNUM when the window may not hold the widest form: reserve exactly."
   (declare (type (signed-byte 64) n))
   (let ((p (reserve ob (fixnum-bytes n))))  ; first: it may move the window
-    (put-fixnum (obuf-sap ob) p n)))
+    (put-fixnum (sb-sys:sap+ (obuf-sap ob) p) n)))
 
 (declaim (inline write-fixnum))
 (defun write-fixnum (ob n)
@@ -58,7 +63,8 @@ SAP+P; return the offset after it.  The caller has made room for it."
   (declare (type (signed-byte 64) n))
   (let ((p (obuf-pos ob)))
     (if (<= (+ p +max-fixnum-bytes+) (obuf-end ob))
-        (setf (obuf-pos ob) (put-fixnum (obuf-sap ob) p n))
+        (let ((sap (obuf-sap ob)))
+          (setf (obuf-pos ob) (sb-sys:sap- (put-fixnum (sb-sys:sap+ sap p) n) sap)))
         (write-fixnum-near-end ob n))))
 
 (defun write-bignum (ob n)
@@ -111,29 +117,31 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
 ;;; NaN payloads survive exactly.
 
 (declaim (inline put-single-float put-double-float write-single-float write-double-float))
-(defun put-single-float (sap p x)
-  "Store the single-float X with its tag at SAP+P; return the offset after it."
-  (declare (type index p) (type single-float x))
-  (setf (sb-sys:sap-ref-8 sap p) +tag-single-float+
-        (sb-sys:sap-ref-single sap (1+ p)) x)
-  (+ p 5))
+(defun put-single-float (out x)
+  "Store the single-float X with its tag at the pointer OUT; return the
+pointer after it."
+  (declare (type sb-sys:system-area-pointer out) (type single-float x))
+  (setf (sb-sys:sap-ref-8 out 0) +tag-single-float+
+        (sb-sys:sap-ref-single out 1) x)
+  (sb-sys:sap+ out 5))
 
-(defun put-double-float (sap p x)
-  "Store the double-float X with its tag at SAP+P; return the offset after it."
-  (declare (type index p) (type double-float x))
-  (setf (sb-sys:sap-ref-8 sap p) +tag-double-float+
-        (sb-sys:sap-ref-double sap (1+ p)) x)
-  (+ p 9))
+(defun put-double-float (out x)
+  "Store the double-float X with its tag at the pointer OUT; return the
+pointer after it."
+  (declare (type sb-sys:system-area-pointer out) (type double-float x))
+  (setf (sb-sys:sap-ref-8 out 0) +tag-double-float+
+        (sb-sys:sap-ref-double out 1) x)
+  (sb-sys:sap+ out 9))
 
 (defun write-single-float (ob x)
   (declare (type single-float x))
   (with-reserved (sap p ob 5)           ; RESERVE first: it may move the window
-    (put-single-float sap p x)))
+    (put-single-float (sb-sys:sap+ sap p) x)))
 
 (defun write-double-float (ob x)
   (declare (type double-float x))
   (with-reserved (sap p ob 9)
-    (put-double-float sap p x)))
+    (put-double-float (sb-sys:sap+ sap p) x)))
 
 ;;; Ratios and complexes ----------------------------------------------
 ;;; Their parts are integers or floats, never containers, so they nest at
@@ -159,22 +167,23 @@ combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
     (register rs (/ num den))))
 
 (declaim (inline put-complex-float))
-(defun put-complex-float (sap p x)
+(defun put-complex-float (out x)
   "Store X, a complex of double-floats or of single-floats, with its tag at
-SAP+P; return the offset after it.  Dispatching on the complex's own type
-reads the parts unboxed (REALPART of an unknown complex conses a float)."
-  (declare (type index p))
+the pointer OUT; return the pointer after it.  Dispatching on the complex's
+own type reads the parts unboxed (REALPART of an unknown complex conses a
+float)."
+  (declare (type sb-sys:system-area-pointer out))
   (etypecase x
     ((complex double-float)
-     (setf (sb-sys:sap-ref-8 sap p) +tag-complex-double+
-           (sb-sys:sap-ref-double sap (+ p 1)) (realpart x)
-           (sb-sys:sap-ref-double sap (+ p 9)) (imagpart x))
-     (+ p 17))
+     (setf (sb-sys:sap-ref-8 out 0) +tag-complex-double+
+           (sb-sys:sap-ref-double out 1) (realpart x)
+           (sb-sys:sap-ref-double out 9) (imagpart x))
+     (sb-sys:sap+ out 17))
     ((complex single-float)
-     (setf (sb-sys:sap-ref-8 sap p) +tag-complex-single+
-           (sb-sys:sap-ref-single sap (+ p 1)) (realpart x)
-           (sb-sys:sap-ref-single sap (+ p 5)) (imagpart x))
-     (+ p 9))))
+     (setf (sb-sys:sap-ref-8 out 0) +tag-complex-single+
+           (sb-sys:sap-ref-single out 1) (realpart x)
+           (sb-sys:sap-ref-single out 5) (imagpart x))
+     (sb-sys:sap+ out 9))))
 
 (defun write-complex (ss x)
   (declare (optimize speed))
@@ -188,7 +197,7 @@ reads the parts unboxed (REALPART of an unknown complex conses a float)."
 (defun write-complex-float (ob x)
   (declare (type (or (complex double-float) (complex single-float)) x))
   (with-reserved (sap p ob (if (typep x '(complex double-float)) 17 9))
-    (put-complex-float sap p x)))
+    (put-complex-float (sb-sys:sap+ sap p) x)))
 
 ;;; Numbers in blocks --------------------------------------------------
 ;;; Lists and vectors are mostly numbers.  Their writers make room for a
@@ -202,17 +211,18 @@ reads the parts unboxed (REALPART of an unknown complex conses a float)."
   '(or double-float (complex double-float) (complex single-float)))
 
 (declaim (inline put-plain-leaf))
-(defun put-plain-leaf (sap p x boxed)
-  "PUT-LEAF without a table: store X at SAP+P when it is a fixnum or a single
-float, or with BOXED a double or a complex of floats; return the offset
-after it, or NIL, writing nothing, for anything else."
-  (declare (type index p))
-  (cond ((typep x 'fixnum) (put-fixnum sap p x))
-        ((typep x 'single-float) (put-single-float sap p x))
-        ((not boxed) nil)
-        ((typep x 'double-float) (put-double-float sap p x))
+(defun put-plain-leaf (out x boxed)
+  "PUT-LEAF without a table: store X at the pointer OUT when it is a fixnum
+or a single float, or with BOXED a double or a complex of floats; return
+the pointer after it, or OUT itself, writing nothing, for anything else."
+  (declare (type sb-sys:system-area-pointer out))
+  (cond ((typep x 'fixnum) (put-fixnum out x))
+        ((typep x 'single-float) (put-single-float out x))
+        ((not boxed) out)
+        ((typep x 'double-float) (put-double-float out x))
         ((typep x '(or (complex double-float) (complex single-float)))
-         (put-complex-float sap p x))))
+         (put-complex-float out x))
+        (t out)))
 
 (declaim (inline put-leaf))
 (defun put-leaf (sap p x refs)
@@ -228,7 +238,10 @@ caller has made room for +MAX-LEAF-BYTES+."
                 -1)))
     (if (>= id 0)
         (put-ref sap p id)
-        (put-plain-leaf sap p x t))))
+        (let* ((out (sb-sys:sap+ sap p))
+               (after (put-plain-leaf out x t)))
+          (and (not (sb-sys:sap= after out))
+               (sb-sys:sap- after sap))))))
 
 (declaim (inline leaf-p))
 (defun leaf-p (x)
@@ -253,23 +266,23 @@ as near the window's end (where MAX-TO-WRITE may leave less room than
   "Store the elements of V from START below END at SAP+P for as long as each
 is a fixnum or a single float, or with BOXED a double or a complex of floats
 too, as PUT-LEAF does without tracking; return the offset after them and the
-index of the first one not stored.  A loop without calls, so that its
-variables stay in registers (see PUT-PLAIN-CARS).  The caller has made room
-for END - START times +MAX-LEAF-BYTES+, and END is within V."
+index of the first one not stored.  A loop without calls, its output a
+pointer, as in PUT-PLAIN-CARS.  The caller has made room for END - START
+times +MAX-LEAF-BYTES+, and END is within V."
   (declare (type sb-sys:system-area-pointer sap) (type index p start end)
            (type simple-vector v) (optimize speed))
-  (let ((i start))
+  (let ((out (sb-sys:sap+ sap p))
+        (i start))
     (declare (type index i))
     (loop
       (when (>= i end)
         (return))
-      (let ((q (put-plain-leaf sap p (svref v i) boxed)))
-        (unless q
+      (let ((after (put-plain-leaf out (svref v i) boxed)))
+        (when (sb-sys:sap= after out)
           (return))
-        ;; below what the caller made room for
-        (setf p (sb-ext:truly-the index q)))
+        (setf out after))
       (incf i))
-    (values p i)))
+    (values (sb-sys:sap- out sap) i)))
 
 (defun write-leaf-elements (ob v start end refs)
   "Write the elements of V from START below END for as long as PUT-LEAF
