@@ -321,3 +321,38 @@ hashing, with a run still open."
           (is (null tail)))
         (is (= 3002 (binstore::identity-table-get table third-list))))
       (binstore::release-identity-table table))))
+
+(test repeated-numbers-in-runs-of-fresh-ones
+  "Long lists of fresh doubles and complexes, written by the loop that gives
+new numbers their ids without a call, with some repeated: right after
+themselves, a few elements later, thousands later (in another chunk of the
+heap), and among fixnums and singles.  Each repeat restores EQ to its first
+occurrence, and every other number restores as an object of its own."
+  (dolist (n '(50 300 5000 70000))
+    (dolist (make (list (lambda (i) (+ 0.5d0 i))
+                        (lambda (i) (complex (+ 0.5d0 i) 1d0))))
+      (let* ((repeats (list (cons 1 0) (cons 9 3) (cons (floor n 2) 2)
+                            (cons (1- n) (floor n 2))))
+             (numbers (make-array n))
+             (data '()))
+        (dotimes (i n)
+          (let ((repeat (assoc i repeats)))
+            (setf (aref numbers i)
+                  (if repeat (aref numbers (cdr repeat)) (funcall make i)))
+            (push (aref numbers i) data)
+            (when (zerop (mod i 7)) (push i data))
+            (when (zerop (mod i 11)) (push 1.5f0 data))))
+        (setf data (nreverse data))
+        (let* ((copy (binstore:restore (binstore:store nil data :track-references t)))
+               (objects (coerce (remove-if-not (lambda (x) (typep x '(or double-float complex)))
+                                               copy)
+                                'vector))
+               (distinct (make-hash-table :test 'eq)))
+          (check-same data copy)
+          (is (= n (length objects)))
+          (loop for (at . of) in repeats
+                do (is (eq (aref objects at) (aref objects of))
+                       "element ~d (n ~d) is not the one at ~d" at n of))
+          (loop for x across objects do (setf (gethash x distinct) t))
+          (is (= (- n (length repeats)) (hash-table-count distinct))
+              "n ~d: ~d distinct objects" n (hash-table-count distinct)))))))

@@ -100,21 +100,22 @@ circular.  A walk whose length is known passes *NO-MARK*."
       (circular-list-error list))
     next))
 
-(defun put-plain-cars (sap p c k mark packed boxed list)
+(declaim (inline put-number-cars))
+(defun put-number-cars (sap p c k mark packed refs list)
   "Store the cars from the cons C on at SAP+P, at most K of them, for as
-long as each is a fixnum or a single float, or with BOXED a double or a
-complex of floats too, as PUT-LEAF does without tracking (with PACKED, for
-as long as each is an INT64-ELEMENT-P, as its 8 bytes).  Return the offset
-after them, the cons reached (the one whose car was not stored, or the cdr
-after the last car stored) and how many were stored.  A cons reached that
-is MARK means LIST is circular.  The caller has made room for K times
-+MAX-LEAF-BYTES+.
+long as PUT-LEAF-QUICKLY takes each (with PACKED, for as long as each is an
+INT64-ELEMENT-P, as its 8 bytes).  Return the offset after them, the cons
+reached (the one whose car was not stored, or the cdr after the last car
+stored) and how many were stored.  A cons reached that is MARK means LIST
+is circular.  The caller has made room for K times +MAX-LEAF-BYTES+.
 A loop without calls, so that its variables stay in registers (around the
 calls that looking a boxed number up may make, they live on the stack, and
 each step waits for the cons stored there just before), and whose output
-is a pointer (see PUT-FIXNUM)."
+is a pointer (see PUT-FIXNUM).  Inlined with PACKED and REFS constant or
+declared, below, so that each copy keeps only its own path: a loop holding
+the path through the table too spilled variables to the stack."
   (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
-           (optimize speed))
+           (type (or null identity-table) refs) (optimize speed))
   (let ((out (sb-sys:sap+ sap p))
         (left k))
     (declare (type index left))
@@ -122,7 +123,7 @@ is a pointer (see PUT-FIXNUM)."
       (when (zerop left)
         (return))
       (let* ((x (car c))
-             (after (cond ((not packed) (put-plain-leaf out x boxed))
+             (after (cond ((not packed) (put-leaf-quickly out x refs))
                           ((int64-element-p x)
                            (setf (sb-sys:signed-sap-ref-64 out 0) x)
                            (sb-sys:sap+ out 8))
@@ -133,10 +134,23 @@ is a pointer (see PUT-FIXNUM)."
               left (sb-ext:truly-the index (1- left))))
       (let ((next (next-in-run c mark list)))
         (unless (consp next)
-          (return-from put-plain-cars
+          (return-from put-number-cars
             (values (sb-sys:sap- out sap) next (- k left))))
         (setf c next)))
     (values (sb-sys:sap- out sap) c (- k left))))
+
+(defun put-plain-cars (sap p c k mark list)
+  "PUT-NUMBER-CARS without a table."
+  (put-number-cars sap p c k mark nil nil list))
+
+(defun put-tracked-cars (sap p c k mark refs list)
+  "PUT-NUMBER-CARS with the table REFS."
+  (declare (type identity-table refs))
+  (put-number-cars sap p c k mark nil refs list))
+
+(defun put-packed-cars (sap p c k mark list)
+  "PUT-NUMBER-CARS for a packed run."
+  (put-number-cars sap p c k mark t nil list))
 
 (defun put-leaf-cars (sap p c k mark packed refs list)
   "Write the cars from the cons C on at SAP+P, at most K of them, for as long
@@ -150,9 +164,11 @@ has made room for K times +MAX-LEAF-BYTES+."
   (let ((written 0))
     (declare (type index written))
     (loop
-      ;; what needs no table, in a loop of its own
+      ;; what needs no call, in a loop of its own
       (multiple-value-bind (q next n)
-          (put-plain-cars sap p c (- k written) mark packed (null refs) list)
+          (cond (packed (put-packed-cars sap p c (- k written) mark list))
+                (refs (put-tracked-cars sap p c (- k written) mark refs list))
+                (t (put-plain-cars sap p c (- k written) mark list)))
         (declare (type index q n))
         (setf p q
               written (sb-ext:truly-the index (+ written n)))
@@ -161,7 +177,8 @@ has made room for K times +MAX-LEAF-BYTES+."
         (setf c next))
       (when packed                      ; a car that is not an INT64-ELEMENT-P
         (return))
-      ;; then boxed numbers looked up in REFS, up to the next plain car
+      ;; then boxed numbers looked up in REFS: one, or while the table
+      ;; hashes (then PUT-LEAF-QUICKLY takes none), up to the next plain car
       (loop
         (when (= written k)
           (return-from put-leaf-cars (values p c written)))
@@ -176,7 +193,9 @@ has made room for K times +MAX-LEAF-BYTES+."
         (let ((next (next-in-run c mark list)))
           (unless (consp next)
             (return-from put-leaf-cars (values p next written)))
-          (setf c next))))
+          (setf c next))
+        (unless (and refs (it-hashed refs))
+          (return))))
     (values p c written)))
 
 (defun write-symbol-cars (ss c k mark list)

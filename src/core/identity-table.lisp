@@ -188,6 +188,23 @@ where it goes."
   "The granule of ADDRESS within its chunk."
   (ldb (byte (- +chunk-shift+ +granule-shift+) +granule-shift+) address))
 
+(declaim (inline mark-seen-at))
+(defun mark-seen-at (table base address)
+  "Set the seen bit of ADDRESS, whose chunk's bits start at word BASE; true
+if it was set already."
+  (declare (type identity-table table) (type index base) (optimize speed))
+  (let* ((granule (address-granule address))
+         (k (+ base (ash granule -6)))
+         (bit (ash 1 (logand granule 63)))
+         (bits (it-bits table)))
+    (declare (type index k))
+    ;; BASE is a block's first word (see INSTALL-BLOCKS) and K within its
+    ;; block: unchecked
+    (locally (declare (optimize (safety 0)))
+      (let ((word (aref bits k)))
+        (or (logtest word bit)
+            (progn (setf (aref bits k) (logior word bit)) nil))))))
+
 (declaim (inline mark-seen))
 (defun mark-seen (table object)
   "Set OBJECT's seen bit; true if it was set already."
@@ -198,18 +215,8 @@ where it goes."
                    (it-last-base table)
                    (let ((base (chunk-base table chunk)))
                      (setf (it-last-chunk table) chunk (it-last-base table) base)
-                     base)))
-         (granule (address-granule address))
-         (k (+ base (ash granule -6)))
-         (bit (ash 1 (logand granule 63)))
-         (bits (it-bits table)))
-    (declare (type index base k))
-    ;; BASE is a block's first word (see INSTALL-BLOCKS) and K within its
-    ;; block: unchecked
-    (locally (declare (optimize (safety 0)))
-      (let ((word (aref bits k)))
-        (or (logtest word bit)
-            (progn (setf (aref bits k) (logior word bit)) nil))))))
+                     base))))
+    (mark-seen-at table base address)))
 
 (defun seen-p (table object)
   "Whether OBJECT's seen bit is set."
@@ -489,6 +496,34 @@ table's count) and return -1.  One look where GET then ADD would take two."
                (slot-id slots i))))
         ((mark-seen table object) (get-or-add-met-again table object))
         (t (append-object table object))))
+
+;;; The loops that write numbers (PUT-PLAIN-CARS, PUT-PLAIN-ELEMENTS) keep
+;;; their variables in registers only as long as they call nothing.  What
+;;; follows is the one case of GET-OR-ADD they take without a call: a new
+;;; object in the chunk met last, the common case for a list or vector of
+;;; doubles, allocated in order and never met again.
+
+(declaim (inline identity-table-add-quickly))
+(defun identity-table-add-quickly (table object)
+  "Give OBJECT, a heap object, the next id and return true, when TABLE (not
+a table of runs) can tell at once that it is new: the table is still in seen bits, indexed in
+the current GC epoch, OBJECT lies in the chunk met last, its bit is clear
+and the vector of objects has room.  Otherwise return NIL, changing
+nothing; the caller then asks IDENTITY-TABLE-GET-OR-ADD."
+  (declare (type identity-table table) (optimize speed))
+  (let ((address (sb-kernel:get-lisp-obj-address object))
+        (entry (it-entries table))
+        (objects (it-objects table)))
+    (when (and (not (it-hashed table))
+               (eq (it-epoch table) sb-kernel::*gc-epoch*)
+               (= (address-chunk address) (it-last-chunk table))
+               (< entry (length objects))
+               (not (mark-seen-at table (it-last-base table) address)))
+      ;; APPEND-OBJECT, with the room checked above
+      (setf (svref objects entry) object
+            (it-entries table) (1+ entry)
+            (it-count table) (1+ (it-count table)))
+      t)))
 
 (declaim (inline identity-table-add))
 (defun identity-table-add (table object)
