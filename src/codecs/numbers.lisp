@@ -55,7 +55,8 @@ the pointer OUT; return the pointer after it.  The caller has made room."
   "WRITE-FIXNUM when the window may not hold the widest form: reserve exactly."
   (declare (type (signed-byte 64) n))
   (let ((p (reserve ob (fixnum-bytes n))))  ; first: it may move the window
-    (put-fixnum (sb-sys:sap+ (obuf-sap ob) p) n)))
+    (put-fixnum (sb-sys:sap+ (obuf-sap ob) p) n)
+    (values)))                          ; not the pointer: it would be boxed
 
 (declaim (inline write-fixnum))
 (defun write-fixnum (ob n)
@@ -136,12 +137,14 @@ pointer after it."
 (defun write-single-float (ob x)
   (declare (type single-float x))
   (with-reserved (sap p ob 5)           ; RESERVE first: it may move the window
-    (put-single-float (sb-sys:sap+ sap p) x)))
+    (put-single-float (sb-sys:sap+ sap p) x)
+    (values)))
 
 (defun write-double-float (ob x)
   (declare (type double-float x))
   (with-reserved (sap p ob 9)
-    (put-double-float (sb-sys:sap+ sap p) x)))
+    (put-double-float (sb-sys:sap+ sap p) x)
+    (values)))
 
 ;;; Ratios and complexes ----------------------------------------------
 ;;; Their parts are integers or floats, never containers, so they nest at
@@ -197,7 +200,8 @@ float)."
 (defun write-complex-float (ob x)
   (declare (type (or (complex double-float) (complex single-float)) x))
   (with-reserved (sap p ob (if (typep x '(complex double-float)) 17 9))
-    (put-complex-float (sb-sys:sap+ sap p) x)))
+    (put-complex-float (sb-sys:sap+ sap p) x)
+    (values)))
 
 ;;; Numbers in blocks --------------------------------------------------
 ;;; Lists and vectors are mostly numbers.  Their writers make room for a
