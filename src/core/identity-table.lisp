@@ -497,19 +497,20 @@ table's count) and return -1.  One look where GET then ADD would take two."
         ((mark-seen table object) (get-or-add-met-again table object))
         (t (append-object table object))))
 
-;;; The loops that write numbers (PUT-PLAIN-CARS, PUT-PLAIN-ELEMENTS) keep
-;;; their variables in registers only as long as they call nothing.  What
-;;; follows is the one case of GET-OR-ADD they take without a call: a new
-;;; object in the chunk met last, the common case for a list or vector of
-;;; doubles, allocated in order and never met again.
+;;; The loop that writes a list's numbers (PUT-NUMBER-CARS) keeps its
+;;; variables in registers only as long as it calls nothing.  What follows
+;;; is the one case of GET-OR-ADD it takes without a call: a new object in
+;;; the chunk met last, the common case for a list of doubles, allocated in
+;;; order and never met again.
 
 (declaim (inline identity-table-add-quickly))
 (defun identity-table-add-quickly (table object)
   "Give OBJECT, a heap object, the next id and return true, when TABLE (not
-a table of runs) can tell at once that it is new: the table is still in seen bits, indexed in
-the current GC epoch, OBJECT lies in the chunk met last, its bit is clear
-and the vector of objects has room.  Otherwise return NIL, changing
-nothing; the caller then asks IDENTITY-TABLE-GET-OR-ADD."
+a table of runs) can tell at once that it is new: the table is still in
+seen bits, indexed in the current GC epoch, OBJECT lies in the chunk met
+last, its bit is clear and the vector of objects has room.  Otherwise
+return NIL, changing nothing; the caller then asks
+IDENTITY-TABLE-GET-OR-ADD."
   (declare (type identity-table table) (optimize speed))
   (let ((address (sb-kernel:get-lisp-obj-address object))
         (entry (it-entries table))
