@@ -602,3 +602,58 @@ never instantiated (so not finalized) works."
     (signals binstore:invalid-input (decode-varint-at-end (hostile-octets octets 5))))
   (signals binstore:truncated-input (decode-varint-at-end (hostile-octets #x80)))
   (signals binstore:truncated-input (decode-varint-at-end (hostile-octets #xFF #xFF))))
+
+;;; ------------------------------------------------------------------
+;;; Instances whose slots restore straight into place (boxed slots of type
+;;; T) and those restored through checked setters.  The value 143 is written
+;;; as the single tag byte #xFF, which nothing else in these stores holds, so
+;;; the tests can find it and put another tag in its place.
+
+(defstruct hostile-typed (count 0 :type fixnum) (note nil))
+
+(defun hostile-replace-143 (octets new-tag)
+  "OCTETS with the one byte #xFF (the integer 143) replaced by NEW-TAG."
+  (let ((copy (copy-seq octets)))
+    (assert (= 1 (count #xFF copy)))
+    (setf (aref copy (position #xFF copy)) new-tag)
+    copy))
+
+(test hostile-structure-slot-of-the-wrong-type
+  ;; COUNT is a fixnum slot: NIL in its place must be refused, not stored
+  (let ((octets (binstore:store nil (make-hostile-typed :count 143 :note "n"))))
+    (is (eql 143 (hostile-typed-count (binstore:restore octets))))
+    (let ((c (hostile-restore-condition (hostile-replace-143 octets binstore::+tag-nil+))))
+      (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c)))))
+
+(test hostile-unbound-slot-in-structure
+  ;; both kinds of structure: slots of type T (set in place) and typed ones
+  (dolist (object (list (make-gen-point :x 143 :y 2) (make-hostile-typed :count 1 :note 143)))
+    (let* ((octets (binstore:store nil object))
+           (c (hostile-restore-condition
+               (hostile-replace-143 octets binstore::+tag-unbound-slot+))))
+      (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c)))))
+
+(defclass counted-allocation ()
+  ((value :initarg :value :accessor counted-allocation-value)
+   (allocated-by :initform nil :accessor counted-allocation-allocated-by)))
+
+(defvar *counted-allocations* 0)
+
+(defmethod allocate-instance ((class (eql (find-class 'counted-allocation))) &rest initargs)
+  (declare (ignore initargs))
+  (incf *counted-allocations*)
+  (call-next-method))
+
+(test restore-honours-allocate-instance-methods
+  ;; a user's ALLOCATE-INSTANCE method runs for every instance restored; a
+  ;; class without one is made directly, with its unbound slots unbound
+  (let* ((objects (loop for i below 3 collect (make-instance 'counted-allocation :value i)))
+         (octets (binstore:store nil objects))
+         (*counted-allocations* 0)
+         (back (binstore:restore octets)))
+    (is (= 3 *counted-allocations*))
+    (is (equal '(0 1 2) (mapcar #'counted-allocation-value back))))
+  (let ((back (binstore:restore (binstore:store nil (make-instance 'gen-node :left 1)))))
+    (is (typep back 'gen-node))
+    (is (eql 1 (gen-node-left back)))
+    (is (not (slot-boundp back 'right)))))

@@ -138,11 +138,17 @@ slot is unbound."
 ;;; setter (NIL: discard the value) and the slot's type (NIL: any value).
 
 (defstruct (restore-descriptor
-            (:constructor make-restore-descriptor (class allocator setters types)))
+            (:constructor make-restore-descriptor
+                (class allocator setters types locations structure-p)))
   class
   (allocator nil :type function)
   (setters #() :type simple-vector)
-  (types #() :type simple-vector))
+  (types #() :type simple-vector)
+  ;; when every stored slot is a boxed slot of type T held in the instance
+  ;; (or its slot vector), the index of each: the values then go straight
+  ;; into place, with no setter or type to consult
+  (locations nil :type (or null (simple-array fixnum (*))))
+  (structure-p nil :type boolean))
 
 (defun structure-slot-setter (dsd)
   "A function (instance value) storing into the structure slot DSD directly,
@@ -173,14 +179,47 @@ raw slots included.  The value's type is checked before it is called."
     (unless (eq type t)
       (sb-kernel:specifier-type type))))
 
+(defun plain-slot-location (class slotd)
+  "The index at which an instance of CLASS holds SLOTD, when any value may
+be put there as it is (a boxed structure slot, or an instance slot of a
+standard object, of type T); otherwise NIL."
+  (unless (slot-ctype slotd)
+    (multiple-value-bind (how where) (slot-access class slotd)
+      (case how
+        (:structure (and (eq (sb-kernel:dsd-raw-type where) t)
+                         (sb-kernel:dsd-index where)))
+        (:location where)))))
+
+(defun plain-slot-locations (class slots)
+  "The PLAIN-SLOT-LOCATION of each of SLOTS (effective slot definitions, NIL
+for a discarded one) when all have one; otherwise NIL."
+  (let ((locations (mapcar (lambda (slotd) (and slotd (plain-slot-location class slotd)))
+                           slots)))
+    (when (every #'integerp locations)
+      (coerce locations '(simple-array fixnum (*))))))
+
+(defun standard-allocation-p (class)
+  "True when ALLOCATE-INSTANCE on CLASS runs SBCL's own method for standard
+classes and nothing else: then that method's work can be done directly."
+  (let ((standard-class (find-class 'standard-class)))
+    (and (eq (class-of class) standard-class)
+         (equal (compute-applicable-methods #'allocate-instance (list class))
+                (list (find-method #'allocate-instance '() (list standard-class) nil))))))
+
 (defun instance-allocator (class)
   "A function of no arguments returning a fresh instance of CLASS whose
-slots are then all set: copying a template is the fastest way to make a
-structure instance."
-  (if (typep class 'structure-class)
-      (let ((template (allocate-instance class)))
-        (lambda () (copy-structure template)))
-      (lambda () (allocate-instance class))))
+slots are then all set.  Copying a template is the fastest way to make a
+structure instance; a standard object is made as SBCL's ALLOCATE-INSTANCE
+method makes it (when no other method applies), without the generic
+function's dispatch, which cost more than the rest of a small object's
+restoring."
+  (cond ((typep class 'structure-class)
+         (let ((template (allocate-instance class)))
+           (lambda () (copy-structure template))))
+        ((standard-allocation-p class)
+         (let ((wrapper (sb-pcl::class-wrapper class)))
+           (lambda () (sb-pcl::allocate-standard-instance wrapper))))
+        (t (lambda () (allocate-instance class)))))
 
 (defun find-or-ask-class (rs name)
   (or (and (symbolp name) (find-class name nil))
@@ -240,10 +279,14 @@ when the caller chose to discard it."
              class
              (instance-allocator class)
              (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
-             (map 'vector (lambda (slotd) (and slotd (slot-ctype slotd))) slots)))))))
+             (map 'vector (lambda (slotd) (and slotd (slot-ctype slotd))) slots)
+             (plain-slot-locations class slots)
+             (typep class 'structure-class)))))))
 
+(declaim (inline read-instance-header fill-instance))
 (defun read-instance-header (rs)
   "Read the descriptor and allocate the instance; return it and the descriptor."
+  (declare (optimize speed))
   (let ((d (read-object rs)))
     (unless (restore-descriptor-p d)
       (restore-invalid rs "an instance whose descriptor is not a class descriptor"
@@ -251,13 +294,45 @@ when the caller chose to discard it."
     (charge rs (* 8 (+ 2 (length (restore-descriptor-setters d)))))
     (values (funcall (restore-descriptor-allocator d)) d)))
 
+(defun unbound-structure-slot (rs class)
+  (restore-invalid rs (format nil "an unbound slot in structure ~s" (class-name class))
+                   "a value (structure slots are always bound)"))
+
+(defun fill-plain-slots (rs object d locations)
+  "Read the values of OBJECT's slots, each into its place in LOCATIONS."
+  (declare (type restore-descriptor d) (type (simple-array fixnum (*)) locations)
+           (optimize speed))
+  (let ((ib (rs-ibuf rs)))
+    (if (restore-descriptor-structure-p d)
+        (loop for i of-type fixnum across locations
+              do (let ((tag (read-u8 ib)))
+                   (when (= tag +tag-unbound-slot+)
+                     (unbound-structure-slot rs (restore-descriptor-class d)))
+                   (setf (sb-kernel:%instance-ref object i) (object-from-tag rs tag))))
+        (loop for i of-type fixnum across locations
+              do (let ((tag (read-u8 ib)))
+                   ;; a fresh instance's slots start unbound
+                   (unless (= tag +tag-unbound-slot+)
+                     (setf (sb-mop:standard-instance-access object i)
+                           (object-from-tag rs tag))))))
+    object))
+
+(defun fill-instance (rs object d)
+  (declare (type restore-descriptor d))
+  (let ((locations (restore-descriptor-locations d)))
+    (if locations
+        (fill-plain-slots rs object d locations)
+        (fill-slots-through-setters rs object d))))
+
 (defun read-slot-value (rs)
   "A slot's value, or **UNSET** for an unbound slot."
   (if (= (peek-u8 (rs-ibuf rs)) +tag-unbound-slot+)
       (progn (read-u8 (rs-ibuf rs)) **unset**)
       (read-object rs)))
 
-(defun fill-instance (rs object d)
+(defun fill-slots-through-setters (rs object d)
+  "Read the values of OBJECT's slots, checking each against the slot's type
+and storing it with the slot's setter."
   (declare (type restore-descriptor d))
   (let ((class (restore-descriptor-class d))
         (setters (restore-descriptor-setters d))
@@ -270,12 +345,18 @@ when the caller chose to discard it."
               ((eq value **unset**)
                ;; a fresh instance's slots start unbound; structures have none
                (when (typep class 'structure-class)
-                 (restore-invalid rs (format nil "an unbound slot in structure ~s"
-                                             (class-name class))
-                                  "a value (structure slots are always bound)")))
+                 (unbound-structure-slot rs class)))
               ((or (null ctype) (sb-kernel:ctypep value ctype))
                (funcall (the function setter) object value))
               (t
                (restore-invalid
                 rs (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
                 (format nil "a value of type ~s" (sb-kernel:type-specifier ctype)))))))))
+
+(defun read-instance (rs)
+  "Read an instance whose tag was just consumed (READ-CONTAINER's work for
+it, in one function)."
+  (declare (optimize speed))
+  (multiple-value-bind (object d) (read-instance-header rs)
+    (register rs object)
+    (nested (rs) (fill-instance rs object d))))

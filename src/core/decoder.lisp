@@ -4,6 +4,8 @@
 
 (in-package #:binstore)
 
+(declaim (ftype (function (restore-state) t) read-simple-vector read-instance))
+
 (defun read-tagged (rs tag)
   "Read the object whose TAG (a type tag) was just consumed."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
@@ -11,7 +13,11 @@
     (case tag
       (#.+tag-nil+ nil)
       (#.+tag-t+ t)
-      (#.+container-tags+ (read-container rs tag))
+      ;; the commonest containers but lists take a path of their own
+      (#.+tag-simple-vector+ (read-simple-vector rs))
+      (#.+tag-instance+ (read-instance rs))
+      (#.(set-difference +container-tags+ (list +tag-simple-vector+ +tag-instance+))
+       (read-container rs tag))
       (#.+tag-uint8+ (read-u8 ib))
       (#.+tag-negint8+ (- -1 (read-u8 ib)))
       (#.+tag-int16+ (read-s16 ib))
@@ -43,6 +49,10 @@
 
 ;;; Containers ---------------------------------------------------------------
 
+;;; The two dispatches are inline in READ-CONTAINER, the path of every
+;;; container not deferred: calls there cost more than a small container's
+;;; own work.
+(declaim (inline read-container-header fill-container))
 (defun read-container-header (rs tag)
   "Read the header of the container announced by TAG; return the new
 container and the information FILL-CONTAINER needs."
@@ -67,15 +77,12 @@ container and the information FILL-CONTAINER needs."
   object)
 
 (defun read-container (rs tag)
+  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
   (multiple-value-bind (object info) (read-container-header rs tag)
     ;; a run of conses took its ids in READ-LIST-HEADER
     (unless (list-tag-p tag)
       (register rs object))
-    (incf (rs-depth rs))
-    (check-restore-depth rs)
-    (fill-container rs tag object info)
-    (decf (rs-depth rs))
-    object))
+    (nested (rs) (fill-container rs tag object info))))
 
 (defun read-later (rs)
   "LATER: a container header whose contents come in a FILL record, which

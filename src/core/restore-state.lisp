@@ -166,11 +166,15 @@ costs at least a byte of it), then doubling."
                          (svref refs k) c))
           c))))
 
+(defun undefined-id (rs id)
+  (restore-invalid rs (format nil "reference to id ~d, which is not defined yet" id)
+                   "an id defined earlier"))
+
+(declaim (inline object-by-id))
 (defun object-by-id (rs id)
   (if (< id (rs-next-id rs))
       (svref (rs-refs rs) id)
-      (restore-invalid rs (format nil "reference to id ~d, which is not defined yet" id)
-                       "an id defined earlier")))
+      (undefined-id rs id)))
 
 (declaim (inline charge))
 (defun charge (rs bytes)
@@ -184,18 +188,37 @@ costs at least a byte of it), then doubling."
                                  :offset (ibuf-offset (rs-ibuf rs))
                                  :message "restoring would allocate more memory than max-to-read allows")))))
 
-(defun check-restore-depth (rs)
-  "Refuse to nest deeper than max-depth, or than the control stack allows."
+(defun restore-too-deep (rs)
+  "Signal that the input nests deeper than max-depth or the control stack allows."
   (declare (type restore-state rs))
   (let ((max (rs-max-depth rs)))
-    (when (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
-      (error 'limit-exceeded :limit :max-depth :value max
-                             :offset (ibuf-offset (rs-ibuf rs))
-                             :message "the data nests deeper than max-depth")))
-  (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor rs))
-    (error 'limit-exceeded :limit :control-stack :value +max-physical-depth+
-                           :offset (ibuf-offset (rs-ibuf rs))
-                           :message "the input nests deeper than the control stack allows (binstore itself never writes more than +max-physical-depth+ levels)")))
+    (if (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
+        (error 'limit-exceeded :limit :max-depth :value max
+                               :offset (ibuf-offset (rs-ibuf rs))
+                               :message "the data nests deeper than max-depth")
+        (error 'limit-exceeded :limit :control-stack :value +max-physical-depth+
+                               :offset (ibuf-offset (rs-ibuf rs))
+                               :message "the input nests deeper than the control stack allows (binstore itself never writes more than +max-physical-depth+ levels)"))))
+
+(declaim (inline check-restore-depth))
+(defun check-restore-depth (rs)
+  "Refuse to nest deeper than max-depth, or than the control stack allows:
+two comparisons inline, the signalling out of line."
+  (declare (type restore-state rs))
+  (let ((max (rs-max-depth rs)))
+    (when (or (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
+              (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor rs)))
+      (restore-too-deep rs))))
+
+(defmacro nested ((rs) &body body)
+  "Run BODY, which reads a container's contents, one level deeper: the
+depth is checked on entry, and BODY's values are returned."
+  (let ((state (gensym "RS")))
+    `(let ((,state ,rs))
+       (incf (rs-depth ,state))
+       (check-restore-depth ,state)
+       (multiple-value-prog1 (progn ,@body)
+         (decf (rs-depth ,state))))))
 
 ;;; Reading an object: the in-tag cases (small integers, small references)
 ;;; are handled here, inline in every caller's loop; every other tag goes to
@@ -203,17 +226,21 @@ costs at least a byte of it), then doubling."
 
 (declaim (ftype (function (restore-state (unsigned-byte 8)) t) read-tagged))
 
-(declaim (inline read-object))
+(declaim (inline object-from-tag read-object))
+(defun object-from-tag (rs tag)
+  "Read the object whose tag TAG was just consumed."
+  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
+  (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
+        ((>= tag +first-small-ref-tag+)
+         (object-by-id rs (- tag +first-small-ref-tag+)))
+        ;; the commonest boxed leaf, allocated here without a call
+        ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
+        (t (read-tagged rs tag))))
+
 (defun read-object (rs)
   "Read the next object."
   (declare (type restore-state rs) (optimize speed))
-  (let ((tag (read-u8 (rs-ibuf rs))))
-    (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
-          ((>= tag +first-small-ref-tag+)
-           (object-by-id rs (- tag +first-small-ref-tag+)))
-          ;; the commonest boxed leaf, allocated here without a call
-          ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
-          (t (read-tagged rs tag)))))
+  (object-from-tag rs (read-u8 (rs-ibuf rs))))
 
 ;;; Runs of elements read in a loop: the commonest elements are taken
 ;;; straight from the window with the position kept in a register, checked
@@ -451,6 +478,12 @@ those)."
          (or (>= tag +first-small-int-tag+) (= tag +tag-uint8+) (= tag +tag-negint8+)
              (= tag +tag-single-float+)))))
 
+(declaim (inline direct-container-tag-p))
+(defun direct-container-tag-p (tag)
+  "True for the tags of the containers READ-TAGGED sends to a reader of
+their own, which the loops for leaves would only look at and pass."
+  (or (= tag +tag-instance+) (= tag +tag-simple-vector+)))
+
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
   (declare (type restore-state rs) (type cons run) (optimize speed))
@@ -459,6 +492,13 @@ those)."
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
              (start (ibuf-pos ib)) (p start))
         (declare (type index p start end))
+        ;; an instance or a vector: straight to its reader, past the loops
+        ;; for leaves
+        (loop while (and (consp c) (< p end) (direct-container-tag-p (sb-sys:sap-ref-8 sap p)))
+              do (setf (car c) (read-object rs)
+                       last c
+                       c (cdr c)
+                       sap (ibuf-sap ib) end (ibuf-end ib) start (ibuf-pos ib) p start))
         ;; integers of one or two bytes, the commonest cars, in a loop of
         ;; its own variables that calls nothing, so that it runs in registers
         (let ((q p) (d c) (dlast last))
@@ -518,6 +558,12 @@ those)."
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
              (start (ibuf-pos ib)) (p start))
         (declare (type index p start end))
+        ;; an instance or a vector: straight to its reader, past the loops
+        ;; for leaves
+        (loop while (and (< i n) (< p end) (direct-container-tag-p (sb-sys:sap-ref-8 sap p)))
+              do (setf (svref v i) (read-object rs))
+                 (incf i)
+                 (setf sap (ibuf-sap ib) end (ibuf-end ib) start (ibuf-pos ib) p start))
         ;; as in FILL-CARS: integers of one or two bytes ...
         (let ((q p) (j i))
           (declare (type index q j))
