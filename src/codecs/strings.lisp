@@ -242,7 +242,7 @@ or NIL.  Eight bytes at a time."
     ;; at P - 1, is still in the window)
     (multiple-value-bind (s next)
         (if (plusp p)
-            (window-base-string rs (ibuf-sap ib) (1- p) (ibuf-end ib))
+            (window-base-string rs (1- p) (ibuf-end ib))
             (values nil nil))
       (if next
           (progn (setf (ibuf-pos ib) next) s)

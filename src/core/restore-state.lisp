@@ -294,43 +294,58 @@ NIL (the general path reads it, or signals what is wrong)."
 (defconstant +window-string-bytes+ 64
   "The longest base string WINDOW-BASE-STRING reads.")
 
-(defun window-base-string (rs sap p end)
-  "If SAP+P (P below END) holds a base string of fewer than
+(defun window-base-string (rs p end)
+  "If the window holds at P (below END) a base string of fewer than
 +WINDOW-STRING-BYTES+ characters, all ASCII, whose bytes the window holds
 in whole words: the new string (with its id) and the offset after it;
-otherwise NIL and NIL, having changed nothing.  The characters move a word
-at a time, the last word masked to the string's length (SBCL keeps the
-bytes after a base string's last character zero)."
+otherwise NIL and NIL, having changed nothing but made a string no one
+sees.  The characters move a word at a time, the last word masked to the
+string's length (SBCL keeps the bytes after a base string's last character
+zero); the words' high bits, gathered as they move, say whether all were
+ASCII."
   (declare (type restore-state rs) (type index p end) (optimize speed))
-  (let* ((n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
+  (let* (;; the window's address, taken here rather than passed: an
+         ;; address passed to a function not inline is boxed, which cost every
+         ;; element of the callers' loops 16 bytes of garbage
+         (sap (ibuf-sap (rs-ibuf rs)))
+         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
          (from (+ p 2))
          (words (ceiling n 8)))
     (declare (type index n from words))
-    (flet ((word (w)
-             ;; the Wth word of the characters, masked to the string's end
-             (let ((word (sb-sys:sap-ref-64 sap (+ from (* 8 w))))
-                   (k (- n (* 8 w))))
-               (if (< k 8) (ldb (byte (* 8 k) 0) word) word))))
-      (declare (inline word))
-      (if (or (>= n +window-string-bytes+)
-              (> (+ from (* 8 words)) end)
-              (loop for w of-type index below words
-                    thereis (logtest (word w) #x8080808080808080)))
-          (values nil nil)
-          (let ((s (make-string n :element-type 'base-char)))
-            (charge rs n)
-            (dotimes (w words)
-              (setf (sb-kernel:%vector-raw-bits s w) (word w)))
-            (values (register rs s) (+ from n)))))))
+    (if (or (>= n +window-string-bytes+)
+            (> (+ from (* 8 words)) end))
+        (values nil nil)
+        (let ((s (make-string n :element-type 'base-char))
+              (high 0)
+              (last (1- words)))
+          (declare (type sb-ext:word high) (type fixnum last))
+          (dotimes (w last)
+            (let ((word (sb-sys:sap-ref-64 sap (+ from (* 8 w)))))
+              (setf high (logior high word)
+                    (sb-kernel:%vector-raw-bits s w) word)))
+          (when (>= last 0)
+            ;; the last word holds K characters
+            (let* ((k (- n (* 8 last)))
+                   (word (logand (sb-sys:sap-ref-64 sap (+ from (* 8 last)))
+                                 (ash sb-ext:most-positive-word (* -8 (- 8 k))))))
+              (declare (type (integer 1 8) k))
+              (setf high (logior high word)
+                    (sb-kernel:%vector-raw-bits s last) word)))
+          (if (logtest high #x8080808080808080)
+              (values nil nil)
+              (progn (charge rs n)
+                     (values (register rs s) (+ from n))))))))
 
-(defun window-character-string (rs sap p end)
-  "If SAP+P (P below END) holds a string of fewer than +WINDOW-STRING-BYTES+
+(defun window-character-string (rs p end)
+  "If the window holds at P (below END) a string of fewer than +WINDOW-STRING-BYTES+
 characters, each of one or two bytes of UTF-8, whole in the window: the new
 string (with its id) and the offset after it; otherwise NIL and NIL, having
 changed nothing (the general path reads longer forms, and signals what is
 wrong with bad ones)."
   (declare (type restore-state rs) (type index p end) (optimize speed))
-  (let* ((n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
+  (let* (;; as in WINDOW-BASE-STRING, the address is not passed
+         (sap (ibuf-sap (rs-ibuf rs)))
+         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
          (from (+ p 2))
          (to from))
     (declare (type index n from to))
@@ -373,8 +388,8 @@ READ-OBJECT would give it."
                  (values (svref (rs-refs rs) id) (+ p 1))
                  (values nil nil))))
           ((= tag +tag-ref+) (window-ref rs sap p end))
-          ((= tag +tag-base-string+) (window-base-string rs sap p end))
-          ((= tag +tag-string+) (window-character-string rs sap p end))
+          ((= tag +tag-base-string+) (window-base-string rs p end))
+          ((= tag +tag-string+) (window-character-string rs p end))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end))
@@ -410,13 +425,15 @@ READ-OBJECT would give it."
                        (t (leaf-bytes tag)))))
       (and size (<= (+ p size) end) size))))
 
-(defun window-pair (rs sap p end)
-  "If the object at SAP+P (P below END) is a cons whose car and cdr are both
+(defun window-pair (rs p end)
+  "If the object the window holds at P (below END) is a cons whose car and cdr are both
 leaves the window holds, and max-depth allows the cons, make it and return
 it and the offset after it; otherwise NIL and NIL.  Both leaves are checked
 before either is read, so nothing takes an id unless the cons is made."
   (declare (type restore-state rs) (type index p end) (optimize speed))
-  (let* ((max (rs-max-depth rs))
+  (let* (;; as in WINDOW-BASE-STRING, the address is not passed
+         (sap (ibuf-sap (rs-ibuf rs)))
+         (max (rs-max-depth rs))
          (car-bytes (and (= (sb-sys:sap-ref-8 sap p) +tag-cons+)
                          ;; the cons is one level deeper than the run it is in
                          (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max))
@@ -437,7 +454,7 @@ before either is read, so nothing takes an id unless the cons is made."
   (declare (type restore-state rs) (type index p end))
   (multiple-value-bind (value next) (window-leaf rs sap p end)
     (cond (next (values value next))
-          ((= (sb-sys:sap-ref-8 sap p) +tag-cons+) (window-pair rs sap p end))
+          ((= (sb-sys:sap-ref-8 sap p) +tag-cons+) (window-pair rs p end))
           (t (values nil nil)))))
 
 (declaim (inline window-integer))
@@ -530,6 +547,18 @@ their own, which the loops for leaves would only look at and pass."
                          dlast d
                          d (cdr d)))
           (setf p q c d last dlast))
+        ;; short base strings, each fresh and taking an id when tracked
+        (let ((q p) (d c) (dlast last))
+          (declare (type index q))
+          (loop while (and (consp d) (< q end) (= (sb-sys:sap-ref-8 sap q) +tag-base-string+))
+                do (multiple-value-bind (s next) (window-base-string rs q end)
+                     (unless next
+                       (return))
+                     (setf (car d) s
+                           q next
+                           dlast d
+                           d (cdr d))))
+          (setf p q c d last dlast))
         ;; then other leaves the window holds, until the next such integer
         (loop while (and (consp c) (< p end))
               do (multiple-value-bind (value next) (window-element rs sap p end)
@@ -590,6 +619,17 @@ their own, which the loops for leaves would only look at and pass."
                 do (setf (svref v j) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
                          q (+ q 9))
                    (incf j))
+          (setf p q i j))
+        ;; ... short base strings ...
+        (let ((q p) (j i))
+          (declare (type index q j))
+          (loop while (and (< j n) (< q end) (= (sb-sys:sap-ref-8 sap q) +tag-base-string+))
+                do (multiple-value-bind (s next) (window-base-string rs q end)
+                     (unless next
+                       (return))
+                     (setf (svref v j) s
+                           q next)
+                     (incf j)))
           (setf p q i j))
         ;; ... then other leaves
         (loop while (and (< i n) (< p end))
