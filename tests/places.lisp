@@ -320,6 +320,27 @@ bad UTF-8 inside a run is refused at the same offset both ways."
                                                            :octets octets)))
                   "~s in a run" bad))))))))
 
+(test mixed-strings-in-runs
+  "Base and character strings alternating in one run, some repeated, restore
+equal in a list and a vector, with and without reference tracking; with it
+each repeat is the same string as its first occurrence."
+  (let* ((pool (list (coerce "abc" 'simple-base-string)
+                     (coerce (list #\x (code-char #x3B1)) '(simple-array character (*)))
+                     (coerce "" 'simple-base-string)
+                     (make-string 70 :initial-element #\q :element-type 'base-char)
+                     (coerce (list (code-char #x1F600)) '(simple-array character (*)))
+                     (coerce "plain" '(simple-array character (*)))))
+         (strings (loop for i below 40 collect (nth (mod (* 5 i) 6) pool))))
+    (dolist (data (list strings (coerce strings 'simple-vector)))
+      (dolist (track '(nil t))
+        (let ((restored (binstore:restore (binstore:store nil data :track-references track))))
+          (check-same data restored :identity track)
+          (when track
+            (let ((back (coerce restored 'list)))
+              (is (eq (nth 0 back) (nth 6 back)))
+              (is (eq (nth 1 back) (nth 7 back)))
+              (is (= 6 (length (remove-duplicates back :test #'eq)))))))))))
+
 (test pairs-in-runs-respect-max-depth
   "A cons of two leaves inside a list is one level deeper than the list."
   (let ((octets (binstore:store nil (list 1 (cons 2 3)))))

@@ -294,6 +294,10 @@ NIL (the general path reads it, or signals what is wrong)."
 (defconstant +window-string-bytes+ 64
   "The longest base string WINDOW-BASE-STRING reads.")
 
+;;; The two string readers are inline only in the loops over runs of
+;;; strings (where a call and its spills cost as much as a short string's
+;;; own work), and called elsewhere.
+(declaim (sb-ext:maybe-inline window-base-string))
 (defun window-base-string (rs p end)
   "If the window holds at P (below END) a base string of fewer than
 +WINDOW-STRING-BYTES+ characters, all ASCII, whose bytes the window holds
@@ -336,41 +340,37 @@ ASCII."
               (progn (charge rs n)
                      (values (register rs s) (+ from n))))))))
 
+(declaim (sb-ext:maybe-inline window-character-string))
 (defun window-character-string (rs p end)
-  "If the window holds at P (below END) a string of fewer than +WINDOW-STRING-BYTES+
-characters, each of one or two bytes of UTF-8, whole in the window: the new
-string (with its id) and the offset after it; otherwise NIL and NIL, having
-changed nothing (the general path reads longer forms, and signals what is
-wrong with bad ones)."
+  "If the window holds at P (below END) a string of fewer than
++WINDOW-STRING-BYTES+ characters, each of one or two bytes of UTF-8, whole:
+the new string (with its id) and the offset after it; otherwise NIL and
+NIL, having changed nothing but made a string no one sees (the general
+path reads longer forms, and signals what is wrong with bad ones).  The
+characters are checked as they are decoded, in one pass."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* (;; as in WINDOW-BASE-STRING, the address is not passed
          (sap (ibuf-sap (rs-ibuf rs)))
          (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
-         (from (+ p 2))
-         (to from))
-    (declare (type index n from to))
-    (when (>= n +window-string-bytes+)
-      (return-from window-character-string (values nil nil)))
-    ;; check every character first, finding where they end
-    (dotimes (i n)
-      (let ((b (if (< to end) (sb-sys:sap-ref-8 sap to) #xFF)))
-        (cond ((< b #x80) (incf to))
-              ((and (<= #xC2 b #xDF) (< (+ to 1) end)
-                    (= (logand (sb-sys:sap-ref-8 sap (+ to 1)) #xC0) #x80))
-               (incf to 2))
-              (t (return-from window-character-string (values nil nil))))))
-    (charge rs (* 4 n))
-    (let ((s (make-string n)) (q from))
-      (declare (type index q))
-      (dotimes (i n)
-        (let ((b (sb-sys:sap-ref-8 sap q)))
-          (if (< b #x80)
-              (setf (schar s i) (code-char b)
-                    q (+ q 1))
-              (setf (schar s i) (code-char (logior (ash (logand b #x1F) 6)
-                                                   (logand (sb-sys:sap-ref-8 sap (+ q 1)) #x3F)))
-                    q (+ q 2)))))
-      (values (register rs s) to))))
+         (q (+ p 2)))
+    (declare (type index n q))
+    (if (>= n +window-string-bytes+)
+        (values nil nil)
+        (let ((s (make-string n)))
+          (dotimes (i n)
+            (let ((b (if (< q end) (sb-sys:sap-ref-8 sap q) #xFF)))
+              (cond ((< b #x80)
+                     (setf (schar s i) (code-char b)
+                           q (+ q 1)))
+                    ((and (<= #xC2 b #xDF) (< (+ q 1) end)
+                          (= (logand (sb-sys:sap-ref-8 sap (+ q 1)) #xC0) #x80))
+                     (setf (schar s i) (code-char (logior (ash (logand b #x1F) 6)
+                                                          (logand (sb-sys:sap-ref-8 sap (+ q 1))
+                                                                  #x3F)))
+                           q (+ q 2)))
+                    (t (return-from window-character-string (values nil nil))))))
+          (charge rs (* 4 n))
+          (values (register rs s) q)))))
 
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
@@ -495,6 +495,10 @@ those)."
          (or (>= tag +first-small-int-tag+) (= tag +tag-uint8+) (= tag +tag-negint8+)
              (= tag +tag-single-float+)))))
 
+(declaim (inline string-tag-p))
+(defun string-tag-p (tag)
+  (or (= tag +tag-base-string+) (= tag +tag-string+)))
+
 (declaim (inline direct-container-tag-p))
 (defun direct-container-tag-p (tag)
   "True for the tags of the containers READ-TAGGED sends to a reader of
@@ -547,11 +551,14 @@ their own, which the loops for leaves would only look at and pass."
                          dlast d
                          d (cdr d)))
           (setf p q c d last dlast))
-        ;; short base strings, each fresh and taking an id when tracked
+        ;; short strings, each fresh and taking an id when tracked
         (let ((q p) (d c) (dlast last))
-          (declare (type index q))
-          (loop while (and (consp d) (< q end) (= (sb-sys:sap-ref-8 sap q) +tag-base-string+))
-                do (multiple-value-bind (s next) (window-base-string rs q end)
+          (declare (type index q) (inline window-base-string window-character-string))
+          (loop while (and (consp d) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
+                do (multiple-value-bind (s next)
+                       (if (= (sb-sys:sap-ref-8 sap q) +tag-base-string+)
+                           (window-base-string rs q end)
+                           (window-character-string rs q end))
                      (unless next
                        (return))
                      (setf (car d) s
@@ -620,11 +627,14 @@ their own, which the loops for leaves would only look at and pass."
                          q (+ q 9))
                    (incf j))
           (setf p q i j))
-        ;; ... short base strings ...
+        ;; ... short strings ...
         (let ((q p) (j i))
-          (declare (type index q j))
-          (loop while (and (< j n) (< q end) (= (sb-sys:sap-ref-8 sap q) +tag-base-string+))
-                do (multiple-value-bind (s next) (window-base-string rs q end)
+          (declare (type index q j) (inline window-base-string window-character-string))
+          (loop while (and (< j n) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
+                do (multiple-value-bind (s next)
+                       (if (= (sb-sys:sap-ref-8 sap q) +tag-base-string+)
+                           (window-base-string rs q end)
+                           (window-character-string rs q end))
                      (unless next
                        (return))
                      (setf (svref v j) s
