@@ -479,11 +479,13 @@ more room (only when N reached a varint length with the last car)."
 (defun read-list-header (rs tag)
   "Allocate the run announced by TAG (its conses get ids when the stream
 tracks conses); return it and its tag (the fill info)."
+  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (n (if (= tag +tag-cons+)
                 1
-                (check-count ib (read-varint ib) (if (= tag +tag-int64-list+) 8 1)
-                             "a list"))))
+                ;; an index, the input holding a byte per element
+                (the index (check-count ib (read-varint ib) (if (= tag +tag-int64-list+) 8 1)
+                                        "a list")))))
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
     (charge rs (* 16 n))
@@ -491,6 +493,14 @@ tracks conses); return it and its tag (the fill info)."
       (when (rs-track-conses rs)
         (register-run rs run n))
       (values run tag))))
+
+(defun read-proper-list (rs)
+  "Read a proper list whose tag was just consumed (READ-CONTAINER's work for
+it, in one function)."
+  (declare (optimize speed))
+  (let ((run (read-list-header rs +tag-list+)))
+    (nested (rs) (fill-cars rs run))
+    run))
 
 (defun fill-list (rs run tag)
   "Read the cars of RUN, then (for a dotted run) its tail, following runs

@@ -4,7 +4,7 @@
 
 (in-package #:binstore)
 
-(declaim (ftype (function (restore-state) t) read-simple-vector read-instance))
+(declaim (ftype (function (restore-state) t) read-proper-list read-simple-vector read-instance))
 
 (defun read-tagged (rs tag)
   "Read the object whose TAG (a type tag) was just consumed."
@@ -13,10 +13,11 @@
     (case tag
       (#.+tag-nil+ nil)
       (#.+tag-t+ t)
-      ;; the commonest containers but lists take a path of their own
+      ;; the commonest containers take a path of their own
+      (#.+tag-list+ (read-proper-list rs))
       (#.+tag-simple-vector+ (read-simple-vector rs))
       (#.+tag-instance+ (read-instance rs))
-      (#.(set-difference +container-tags+ (list +tag-simple-vector+ +tag-instance+))
+      (#.(set-difference +container-tags+ (list +tag-list+ +tag-simple-vector+ +tag-instance+))
        (read-container rs tag))
       (#.+tag-uint8+ (read-u8 ib))
       (#.+tag-negint8+ (- -1 (read-u8 ib)))

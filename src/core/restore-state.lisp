@@ -503,7 +503,7 @@ those)."
 (defun direct-container-tag-p (tag)
   "True for the tags of the containers READ-TAGGED sends to a reader of
 their own, which the loops for leaves would only look at and pass."
-  (or (= tag +tag-instance+) (= tag +tag-simple-vector+)))
+  (or (= tag +tag-list+) (= tag +tag-instance+) (= tag +tag-simple-vector+)))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
