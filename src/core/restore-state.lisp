@@ -585,6 +585,25 @@ their own, which the loops for leaves would only look at and pass."
                      last c
                      c (cdr c))))))))
 
+(defun fill-integer-elements (rs v i p end)
+  "Store into the simple vector V, from index I on, the integers of one or
+two bytes the window holds from P (below END) on; return the index and the
+offset reached.  A function of its own: inside FILL-ELEMENTS, whose other
+loops need many registers, this loop kept the vector and the index on the
+stack and marked the GC card of every store."
+  (declare (type restore-state rs) (type simple-vector v) (type index i p end)
+           (optimize speed))
+  (let ((sap (ibuf-sap (rs-ibuf rs)))
+        (n (length v)))
+    (loop while (and (< i n) (< p end))
+          do (multiple-value-bind (value next) (window-integer sap p end)
+               (unless next
+                 (return))
+               (setf (svref v i) value
+                     p next)
+               (incf i)))
+    (values i p)))
+
 (defun fill-elements (rs v)
   "Read the elements of the fresh simple vector V; return V."
   (declare (type restore-state rs) (type simple-vector v) (optimize speed))
@@ -601,16 +620,7 @@ their own, which the loops for leaves would only look at and pass."
                  (incf i)
                  (setf sap (ibuf-sap ib) end (ibuf-end ib) start (ibuf-pos ib) p start))
         ;; as in FILL-CARS: integers of one or two bytes ...
-        (let ((q p) (j i))
-          (declare (type index q j))
-          (loop while (and (< j n) (< q end))
-                do (multiple-value-bind (value next) (window-integer sap q end)
-                     (unless next
-                       (return))
-                     (setf (svref v j) value
-                           q next)
-                     (incf j)))
-          (setf p q i j))
+        (multiple-value-setq (i p) (fill-integer-elements rs v i p end))
         ;; ... single-floats ...
         (let ((q p) (j i))
           (declare (type index q j))
