@@ -200,7 +200,14 @@ conses of two leaves, with shared floats, complexes and conses among them."
                   'simple-vector)
           ;; doubles first met in a run, referenced after it
           (let ((x (* 3 (sqrt 2d0))) (y (* 7 (sqrt 2d0))))
-            (list x y 0.5d0 x 1 y)))))
+            (list x y 0.5d0 x 1 y))
+          ;; a list of 8-byte integers (written packed), fixnums and
+          ;; bignums of 64 bits among them
+          (loop for i below 300
+                collect (case (mod i 3)
+                          (0 (+ (expt 2 40) (* i 1234567)))
+                          (1 (- (expt 2 63) i))
+                          (t (- i (expt 2 63))))))))
 
 (test windows-of-any-size-read-the-same
   "Restoring from a Gray stream (whose window holds only the bytes asked for,
@@ -215,6 +222,7 @@ so no element is read straight from it) gives what restoring from a vector
              (from-vector (binstore:restore octets))
              (from-stream (binstore:restore
                            (make-instance 'octet-input-stream :octets octets))))
+        (is (find binstore::+tag-int64-list+ octets))
         (check-same data from-vector :identity identity :conses conses)
         (check-same data from-stream :identity identity :conses conses)
         (when identity

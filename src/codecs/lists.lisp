@@ -502,13 +502,32 @@ it, in one function)."
     (nested (rs) (fill-cars rs run))
     run))
 
+(defun fill-int64-cars (rs run)
+  "Read the 8-byte integers of RUN, a fresh proper list: straight from the
+window while it holds them, with one comparison each, then through READ-S64
+(which refills it)."
+  (declare (type restore-state rs) (type list run) (optimize speed))
+  (let* ((ib (rs-ibuf rs))
+         (sap (ibuf-sap ib))
+         (end (ibuf-end ib))
+         (p (ibuf-pos ib))
+         (c run))
+    (declare (type index end p))
+    (loop while (and (consp c) (<= (+ p 8) end))
+          do (setf (car c) (sb-sys:signed-sap-ref-64 sap p)
+                   p (+ p 8)
+                   c (cdr c)))
+    (setf (ibuf-pos ib) p)
+    (loop while (consp c)
+          do (setf (car c) (read-s64 ib)
+                   c (cdr c)))))
+
 (defun fill-list (rs run tag)
   "Read the cars of RUN, then (for a dotted run) its tail, following runs
 of runs iteratively."
   (declare (type restore-state rs))
   (when (= tag +tag-int64-list+)
-    (let ((ib (rs-ibuf rs)))
-      (loop for c on run do (setf (car c) (read-s64 ib))))
+    (fill-int64-cars rs run)
     (return-from fill-list))
   (loop
     (let ((last (fill-cars rs run)))
