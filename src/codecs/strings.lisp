@@ -38,6 +38,7 @@
   (with-reserved (sap p ob (utf8-length code)) ; RESERVE first: it may move the window
     (put-utf8-char sap p code)))
 
+(declaim (inline put-utf8-chars))   ; not to box SAP (see PUT-VARINT)
 (defun put-utf8-chars (sap p string start end)
   "Store the UTF-8 encoding of the characters of STRING from START to END at
 SAP+P; return the offset after them.  The caller has made room for 4 bytes
