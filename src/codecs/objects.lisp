@@ -15,13 +15,18 @@
 (declaim (ftype function unstorable-p unstorable))
 
 (defstruct (class-descriptor (:constructor make-class-descriptor
-                                 (class kind slot-names readers layout)))
+                                 (class kind slot-names readers layout locations)))
   class
   (kind 0 :type (integer 0 2))
   slot-names
   ;; per slot, a function (instance) -> value or **UNSET**
   (readers #() :type simple-vector)
-  layout)        ; the layout the readers are valid for (standard objects)
+  layout         ; the layout the readers are valid for (standard objects)
+  ;; when every stored slot is a boxed slot held in the instance (structures)
+  ;; or its slot vector (standard objects), the index of each: the values
+  ;; are then read in place, with no reader to call
+  (locations nil :type (or null (simple-array fixnum (*))))
+  (id -1 :type fixnum))  ; the descriptor's id once written in this store
 
 (defun structure-slot-reader (dsd)
   "A function (instance) reading the structure slot DSD directly."
@@ -64,6 +69,24 @@ slot is unbound."
       (:slot-value (lambda (o)
                      (if (slot-boundp o where) (slot-value o where) **unset**))))))
 
+(defun boxed-slot-location (class slotd)
+  "The index at which an instance of CLASS holds SLOTD when the value sits
+there as it is (a structure slot of raw type T, or an instance slot of a
+standard object); otherwise NIL."
+  (multiple-value-bind (how where) (slot-access class slotd)
+    (case how
+      (:structure (and (eq (sb-kernel:dsd-raw-type where) t)
+                       (sb-kernel:dsd-index where)))
+      (:location where))))
+
+(defun boxed-slot-locations (class slots)
+  "The BOXED-SLOT-LOCATION of each of SLOTS (effective slot definitions,
+NIL for a discarded one) when all have one; otherwise NIL."
+  (let ((locations (mapcar (lambda (slotd) (and slotd (boxed-slot-location class slotd)))
+                           slots)))
+    (when (every #'integerp locations)
+      (coerce locations '(simple-array fixnum (*))))))
+
 (defun stored-slots (class kind store-class-slots)
   "The slot definitions of CLASS whose values are stored."
   (unless (sb-mop:class-finalized-p class)
@@ -81,8 +104,18 @@ slot is unbound."
     (standard-object +class-kind-standard-object+)))
 
 (defun descriptor-for (ss object)
-  (let ((class (class-of object))
-        (descriptors (or (ss-descriptors ss)
+  "The class descriptor for OBJECT's class, made at its first instance.  The
+last one asked for is kept aside: instances of one class tend to come
+together."
+  (let ((class (class-of object)))
+    (if (eq class (ss-last-class ss))
+        (ss-last-descriptor ss)
+        (let ((d (find-or-make-descriptor ss object class)))
+          (setf (ss-last-class ss) class
+                (ss-last-descriptor ss) d)))))
+
+(defun find-or-make-descriptor (ss object class)
+  (let ((descriptors (or (ss-descriptors ss)
                          ;; made at the first instance: most stores have none
                          (setf (ss-descriptors ss) (make-hash-table :test 'eq)))))
     (or (gethash class descriptors)
@@ -98,18 +131,23 @@ slot is unbound."
                  class kind
                  (mapcar #'sb-mop:slot-definition-name slots)
                  (map 'vector (lambda (slotd) (slot-reader class slotd)) slots)
-                 (sb-kernel:wrapper-of object)))))))
+                 (sb-kernel:wrapper-of object)
+                 (boxed-slot-locations class slots)))))))
 
 (defun write-class-descriptor (ss d)
-  (unless (written-recurring-before-p ss d)
-    (let ((ob (ss-obuf ss)))
-      (write-u8 ob +tag-class-descriptor+)
-      (write-u8 ob (class-descriptor-kind d))
-      (write-object ss (class-name (class-descriptor-class d)))
-      (write-varint ob (length (class-descriptor-slot-names d)))
-      (dolist (name (class-descriptor-slot-names d))
-        (write-object ss name)))
-    (remember-recurring ss d)))
+  "Write D, or a reference to it after its first time (its id kept in it,
+as the descriptor lives only as long as the store)."
+  (let ((ob (ss-obuf ss)))
+    (if (>= (class-descriptor-id d) 0)
+        (write-ref ob (class-descriptor-id d))
+        (progn
+          (write-u8 ob +tag-class-descriptor+)
+          (write-u8 ob (class-descriptor-kind d))
+          (write-object ss (class-name (class-descriptor-class d)))
+          (write-varint ob (length (class-descriptor-slot-names d)))
+          (dolist (name (class-descriptor-slot-names d))
+            (write-object ss name))
+          (setf (class-descriptor-id d) (remember-recurring ss d))))))
 
 (defun write-instance-header (ss object)
   "Tag and descriptor; returns the descriptor for the contents."
@@ -126,11 +164,22 @@ slot is unbound."
       ;; an instance of a redefined class: touching a slot updates it to the
       ;; current layout, which the readers were made for
       (slot-boundp object (first (class-descriptor-slot-names d))))
-    (loop for reader across (the simple-vector (class-descriptor-readers d))
-          do (let ((value (funcall (the function reader) object)))
-               (if (eq value **unset**)
-                   (write-u8 ob +tag-unbound-slot+)
-                   (write-object ss value))))))
+    (let ((locations (class-descriptor-locations d)))
+      (cond ((null locations)
+             (loop for reader across (the simple-vector (class-descriptor-readers d))
+                   do (let ((value (funcall (the function reader) object)))
+                        (if (eq value **unset**)
+                            (write-u8 ob +tag-unbound-slot+)
+                            (write-object ss value)))))
+            ((= (class-descriptor-kind d) +class-kind-structure+)
+             (loop for i of-type fixnum across locations
+                   do (write-object ss (sb-kernel:%instance-ref object i))))
+            (t
+             (loop for i of-type fixnum across locations
+                   do (let ((value (sb-mop:standard-instance-access object i)))
+                        (if (eq value sb-pcl:+slot-unbound+)
+                            (write-u8 ob +tag-unbound-slot+)
+                            (write-object ss value)))))))))
 
 ;;; Decoding -----------------------------------------------------------
 ;;; A restored descriptor is resolved once against the running image into
@@ -179,24 +228,11 @@ raw slots included.  The value's type is checked before it is called."
     (unless (eq type t)
       (sb-kernel:specifier-type type))))
 
-(defun plain-slot-location (class slotd)
-  "The index at which an instance of CLASS holds SLOTD, when any value may
-be put there as it is (a boxed structure slot, or an instance slot of a
-standard object, of type T); otherwise NIL."
-  (unless (slot-ctype slotd)
-    (multiple-value-bind (how where) (slot-access class slotd)
-      (case how
-        (:structure (and (eq (sb-kernel:dsd-raw-type where) t)
-                         (sb-kernel:dsd-index where)))
-        (:location where)))))
-
 (defun plain-slot-locations (class slots)
-  "The PLAIN-SLOT-LOCATION of each of SLOTS (effective slot definitions, NIL
-for a discarded one) when all have one; otherwise NIL."
-  (let ((locations (mapcar (lambda (slotd) (and slotd (plain-slot-location class slotd)))
-                           slots)))
-    (when (every #'integerp locations)
-      (coerce locations '(simple-array fixnum (*))))))
+  "The BOXED-SLOT-LOCATIONS of SLOTS when every one is of type T, so that
+any value may be put in place as it is; otherwise NIL."
+  (when (notany (lambda (slotd) (and slotd (slot-ctype slotd))) slots)
+    (boxed-slot-locations class slots)))
 
 (defun standard-allocation-p (class)
   "True when ALLOCATE-INSTANCE on CLASS runs SBCL's own method for standard

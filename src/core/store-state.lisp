@@ -28,6 +28,8 @@
   (no-defer nil)                       ; true while writing parts that must be complete
   (store-class-slots nil)
   (descriptors nil :type (or null hash-table)) ; class -> class-descriptor
+  (last-class nil)                     ; the class asked for last, and its descriptor
+  (last-descriptor nil)
   (last-package nil)                   ; the package written last, and its id
   (last-package-id 0 :type index)
   (root nil))                          ; the data, to locate unstorable objects
