@@ -50,8 +50,9 @@
 
 ;;; Containers ---------------------------------------------------------------
 
-;;; The two dispatches are inline in READ-CONTAINER, the path of every
-;;; container not deferred: calls there cost more than a small container's
+;;; The two dispatches are inline in READ-CONTAINER, the path of the
+;;; containers without a reader of their own (arrays, hash tables, conses,
+;;; dotted and packed lists): calls there cost more than a small container's
 ;;; own work.
 (declaim (inline read-container-header fill-container))
 (defun read-container-header (rs tag)

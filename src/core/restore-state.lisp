@@ -513,8 +513,8 @@ their own, which the loops for leaves would only look at and pass."
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
              (start (ibuf-pos ib)) (p start))
         (declare (type index p start end))
-        ;; an instance or a vector: straight to its reader, past the loops
-        ;; for leaves
+        ;; an instance, a vector or a proper list: straight to its
+        ;; reader, past the loops for leaves
         (loop while (and (consp c) (< p end) (direct-container-tag-p (sb-sys:sap-ref-8 sap p)))
               do (setf (car c) (read-object rs)
                        last c
@@ -613,8 +613,8 @@ stack and marked the GC card of every store."
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
              (start (ibuf-pos ib)) (p start))
         (declare (type index p start end))
-        ;; an instance or a vector: straight to its reader, past the loops
-        ;; for leaves
+        ;; an instance, a vector or a proper list: straight to its
+        ;; reader, past the loops for leaves
         (loop while (and (< i n) (< p end) (direct-container-tag-p (sb-sys:sap-ref-8 sap p)))
               do (setf (svref v i) (read-object rs))
                  (incf i)
