@@ -417,3 +417,31 @@ now: kept slots keep their values, a new slot is unbound."
         (is (eq (find-class name) (class-of copy)))
         (is (eql 1 (slot-value copy 'a)))
         (is (not (slot-boundp copy 'b)))))))
+
+(test vector-elements-written-as-list-elements
+  "A simple vector's elements are written with the bytes a list's elements
+get (an independent writer): small integers, which a vector writes four at
+a time, among others, in vectors of every length up to 40."
+  (let ((*random-state* (sb-ext:seed-random-state 20261122))
+        (differing '())
+        (not-restored '()))
+    (dotimes (k 2000)
+      (let* ((list (loop repeat (random 41)
+                         collect (case (random 6)
+                                   (0 (- (random 40) 20))
+                                   (1 (+ 130 (random 20)))
+                                   (2 1.5f0)
+                                   (3 (random 1000))
+                                   (t (random 160)))))
+             (vector (coerce list 'simple-vector))
+             (from-vector (binstore:store nil vector :track-references nil))
+             (from-list (binstore:store nil list :track-references nil)))
+        ;; after the tracking byte pair and the container's tag
+        (unless (or (null list) (equalp (subseq from-vector 3) (subseq from-list 3)))
+          (push list differing))
+        (unless (equalp vector (binstore:restore from-vector))
+          (push list not-restored))))
+    (is (null differing) "~d vectors written unlike lists, e.g. ~s"
+        (length differing) (first differing))
+    (is (null not-restored) "~d vectors not restored, e.g. ~s"
+        (length not-restored) (first not-restored))))
