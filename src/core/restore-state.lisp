@@ -295,8 +295,8 @@ NIL (the general path reads it, or signals what is wrong)."
   "The longest base string WINDOW-BASE-STRING reads.")
 
 ;;; The two string readers are inline only in the loops over runs of
-;;; strings (where a call and its spills cost as much as a short string's
-;;; own work), and called elsewhere.
+;;; strings, through WINDOW-STRING (where a call and its spills cost as much
+;;; as a short string's own work), and called elsewhere.
 (declaim (sb-ext:maybe-inline window-base-string))
 (defun window-base-string (rs p end)
   "If the window holds at P (below END) a base string of fewer than
@@ -499,6 +499,15 @@ those)."
 (defun string-tag-p (tag)
   (or (= tag +tag-base-string+) (= tag +tag-string+)))
 
+(declaim (inline window-string))
+(defun window-string (rs tag p end)
+  "WINDOW-BASE-STRING or WINDOW-CHARACTER-STRING as TAG, a STRING-TAG-P tag,
+says, both inline: the one reader of the loops over runs of strings."
+  (declare (inline window-base-string window-character-string))
+  (if (= tag +tag-base-string+)
+      (window-base-string rs p end)
+      (window-character-string rs p end)))
+
 (declaim (inline direct-container-tag-p))
 (defun direct-container-tag-p (tag)
   "True for the tags of the containers READ-TAGGED sends to a reader of
@@ -553,12 +562,9 @@ their own, which the loops for leaves would only look at and pass."
           (setf p q c d last dlast))
         ;; short strings, each fresh and taking an id when tracked
         (let ((q p) (d c) (dlast last))
-          (declare (type index q) (inline window-base-string window-character-string))
+          (declare (type index q))
           (loop while (and (consp d) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
-                do (multiple-value-bind (s next)
-                       (if (= (sb-sys:sap-ref-8 sap q) +tag-base-string+)
-                           (window-base-string rs q end)
-                           (window-character-string rs q end))
+                do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
                      (unless next
                        (return))
                      (setf (car d) s
@@ -639,12 +645,9 @@ stack and marked the GC card of every store."
           (setf p q i j))
         ;; ... short strings ...
         (let ((q p) (j i))
-          (declare (type index q j) (inline window-base-string window-character-string))
+          (declare (type index q j))
           (loop while (and (< j n) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
-                do (multiple-value-bind (s next)
-                       (if (= (sb-sys:sap-ref-8 sap q) +tag-base-string+)
-                           (window-base-string rs q end)
-                           (window-character-string rs q end))
+                do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
                      (unless next
                        (return))
                      (setf (svref v j) s
