@@ -221,6 +221,37 @@ a vector and from a stream whose window holds one word at a time."
         (is (equalp v (binstore:restore (make-instance 'octet-input-stream
                                                        :octets octets))))))))
 
+(test hostile-copied-payloads
+  "Payloads copied in one block (READ-SPECIALIZED-VECTOR's path for a payload
+whole in the window, and the general one): an element outside
+(unsigned-byte 7, 15, 31 or 63) is refused at its own offset; a bit
+vector's unused bits are cleared whatever the input holds there; a short
+payload or a length in a redundant form is refused."
+  (loop for (code width) in '((4 1) (6 2) (8 4) (11 8))
+        do (let* ((top (loop for i below width collect (if (= i (1- width)) #x80 0)))
+                  (octets (hostile-octets binstore::+tag-specialized-vector+ code
+                                          (hostile-varint 101)
+                                          (loop repeat (* 100 width) collect 1)
+                                          top)))
+             (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
+               (let ((c (hostile-restore-condition source)))
+                 (is (typep c 'binstore:invalid-input) "code ~d: ~a" code (hostile-describe c))
+                 (when (typep c 'binstore:invalid-input)
+                   (is (eql (+ 3 (* 100 width)) (binstore:restore-error-offset c))
+                       "code ~d: offset ~s" code (binstore:restore-error-offset c)))))))
+  ;; 13 bits: the last byte's three high bits are set in the input
+  (let ((octets (hostile-octets binstore::+tag-specialized-vector+ 1 13 #xFF #xFF)))
+    (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
+      (let ((v (binstore:restore source)))
+        (is (equal (make-array 13 :element-type 'bit :initial-element 1) v))
+        (is (= (1- (expt 2 13)) (sb-kernel:%vector-raw-bits v 0))))))
+  (is (typep (hostile-restore-condition (hostile-octets binstore::+tag-specialized-vector+ 5 10
+                                                        1 2 3 4 5 6 7 8 9))
+             'binstore:truncated-input))
+  (is (typep (hostile-restore-condition (hostile-octets binstore::+tag-specialized-vector+ 5 #x81 0
+                                                        7))
+             'binstore:invalid-input)))
+
 (defparameter *hostile-huge* (expt 2 60))
 
 (defun hostile-huge-inputs ()

@@ -266,30 +266,15 @@ or NIL if it reads none of that tag."
 
 (declaim (inline window-ref))
 (defun window-ref (rs sap p end)
-  "If SAP+P (P below END) holds a REF whose id is a varint of at most three
-groups, whole in the window and in its shortest form, naming an object
-already made: that object and the offset after the REF; otherwise NIL and
-NIL (the general path reads it, or signals what is wrong)."
+  "If SAP+P (P below END) holds a REF whose id WINDOW-VARINT reads, naming
+an object already made: that object and the offset after the REF;
+otherwise NIL and NIL (the general path reads it, or signals what is
+wrong)."
   (declare (type restore-state rs) (type index p end))
-  (if (> (+ p 4) end)
-      (values nil nil)
-      (multiple-value-bind (id next)
-          (let ((b0 (sb-sys:sap-ref-8 sap (+ p 1))))
-            (if (< b0 128)
-                (values b0 (+ p 2))
-                (let ((b1 (sb-sys:sap-ref-8 sap (+ p 2))))
-                  (cond ((< 0 b1 128)
-                         (values (logior (logand b0 127) (ash b1 7)) (+ p 3)))
-                        ((< b1 128) (values 0 nil))
-                        (t (let ((b2 (sb-sys:sap-ref-8 sap (+ p 3))))
-                             (if (< 0 b2 128)
-                                 (values (logior (logand b0 127) (ash (logand b1 127) 7)
-                                                 (ash b2 14))
-                                         (+ p 4))
-                                 (values 0 nil))))))))
-        (if (and next (< id (rs-next-id rs)))
-            (values (svref (rs-refs rs) id) next)
-            (values nil nil)))))
+  (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
+    (if (and next (< id (rs-next-id rs)))
+        (values (svref (rs-refs rs) id) next)
+        (values nil nil))))
 
 (defconstant +window-string-bytes+ 64
   "The longest base string WINDOW-BASE-STRING reads.")

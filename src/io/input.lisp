@@ -109,6 +109,29 @@
                     (read-long-varint ib)))))
         (read-long-varint ib))))
 
+(declaim (inline window-varint))
+(defun window-varint (sap p end)
+  "The varint at SAP+P when it has at most three groups, all below END, in
+its shortest form: its value and the offset after it.  Otherwise NIL and
+NIL, having read nothing past END: READ-VARINT reads the longer ones and
+refuses the malformed.  For the decoder's loops over the window."
+  (declare (type index p end))
+  (if (>= p end)
+      (values nil nil)
+      (let ((b0 (sb-sys:sap-ref-8 sap p)))
+        (cond ((< b0 128) (values b0 (+ p 1)))
+              ((>= (+ p 1) end) (values nil nil))
+              (t (let ((b1 (sb-sys:sap-ref-8 sap (+ p 1))))
+                   (cond ((< 0 b1 128)
+                          (values (logior (logand b0 127) (ash b1 7)) (+ p 2)))
+                         ((or (= b1 0) (>= (+ p 2) end)) (values nil nil))
+                         (t (let ((b2 (sb-sys:sap-ref-8 sap (+ p 2))))
+                              (if (< 0 b2 128)
+                                  (values (logior (logand b0 127) (ash (logand b1 127) 7)
+                                                  (ash b2 14))
+                                          (+ p 3))
+                                  (values nil nil)))))))))))
+
 (defun read-long-varint (ib)
   "READ-VARINT beyond its one-byte fast path."
   (declare (type ibuf ib) (optimize speed))
@@ -141,6 +164,14 @@
              (incf (ibuf-pos ib) n)
              (incf dst-offset n)
              (decf count n))))
+
+(declaim (inline copy-window-bytes))
+(defun copy-window-bytes (sap from to count)
+  "Copy COUNT bytes from SAP+FROM, in the window, to the address TO (of an
+object the caller pins).  Inline, so that neither address is boxed."
+  (declare (type index from count))
+  #+sbcl (sb-kernel::memmove to (sb-sys:sap+ sap from) count)
+  (values))
 
 (defun bytes-left-bound (ib)
   "An upper bound on the input bytes left: exact for a fixed region,
