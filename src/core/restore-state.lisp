@@ -445,18 +445,20 @@ before either is read, so nothing takes an id unless the cons is made."
 (declaim (inline window-integer))
 (defun window-integer (sap p end)
   "If SAP+P (P below END) holds an integer of one or two bytes, whole in the
-window, its value and the offset after it; otherwise NIL and NIL.  It reads
-nothing else and calls nothing, so the loops below keep it in registers."
+window: its value and its size in bytes; otherwise 0 and 0.  It reads
+nothing else and calls nothing, so the loops below keep it in registers.
+Returning a size rather than the offset after it lets them add it knowing
+the sum stays below END, with no test for NIL or check of type."
   (declare (type index p end))
   (let ((tag (sb-sys:sap-ref-8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
-           (values (- tag +small-int-bias+) (+ p 1)))
-          ((>= (+ p 1) end) (values nil nil))
+           (values (- tag +small-int-bias+) 1))
+          ((>= (+ p 1) end) (values 0 0))
           ((= tag +tag-uint8+)
-           (values (sb-sys:sap-ref-8 sap (+ p 1)) (+ p 2)))
+           (values (sb-sys:sap-ref-8 sap (+ p 1)) 2))
           ((= tag +tag-negint8+)
-           (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) (+ p 2)))
-          (t (values nil nil)))))
+           (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) 2))
+          (t (values 0 0)))))
 
 (declaim (inline window-single-float-p))
 (defun window-single-float-p (sap p end)
@@ -519,11 +521,11 @@ their own, which the loops for leaves would only look at and pass."
         (let ((q p) (d c) (dlast last))
           (declare (type index q))
           (loop while (and (consp d) (< q end))
-                do (multiple-value-bind (value next) (window-integer sap q end)
-                     (unless next
+                do (multiple-value-bind (value size) (window-integer sap q end)
+                     (when (zerop size)
                        (return))
                      (setf (car d) value
-                           q next
+                           q (sb-ext:truly-the index (+ q size))
                            dlast d
                            d (cdr d))))
           (setf p q c d last dlast))
@@ -587,11 +589,11 @@ stack and marked the GC card of every store."
   (let ((sap (ibuf-sap (rs-ibuf rs)))
         (n (length v)))
     (loop while (and (< i n) (< p end))
-          do (multiple-value-bind (value next) (window-integer sap p end)
-               (unless next
+          do (multiple-value-bind (value size) (window-integer sap p end)
+               (when (zerop size)
                  (return))
                (setf (svref v i) value
-                     p next)
+                     p (sb-ext:truly-the index (+ p size)))
                (incf i)))
     (values i p)))
 
