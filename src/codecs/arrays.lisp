@@ -157,31 +157,34 @@ vector, as 8-byte integers."
            (unless (zerop partial-bits)
              (write-u8 ob (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap whole))))))))))
 
-(declaim (inline range-checked-code-p))
 (defun range-checked-code-p (code)
-  "True for the element types (unsigned-byte 7, 15, 31 and 63) whose payload
-can hold values outside the type, which CHECK-PAYLOAD-RANGE refuses."
-  (member code '(4 6 8 11)))
+  "True for the element types whose payload, copied as it is, can hold
+values outside the type, which CHECK-PAYLOAD-RANGE refuses:
+(unsigned-byte 7), 15, 31 and 63, stored in a byte, two, four or eight.
+\(The (unsigned-byte 62) payload is checked as it is converted, by
+READ-TAGGED-WORDS.)"
+  (let ((type (element-type-of-code code)))
+    (and (/= code +element-type-ub62+)
+         (consp type) (eq (first type) 'unsigned-byte)
+         (< (second type) (element-bits code)))))
 
 (defun check-payload-range (rs sap nbytes code start-offset)
-  "Signal if a value in the copied payload is outside its element type."
-  (flet ((scan (width limit)
-           (loop for i from 0 below nbytes by width
-                 for v = (ecase width
-                           (1 (sb-sys:sap-ref-8 sap i))
-                           (2 (sb-sys:sap-ref-16 sap i))
-                           (4 (sb-sys:sap-ref-32 sap i))
-                           (8 (sb-sys:sap-ref-64 sap i)))
-                 when (>= v limit)
-                   do (invalid (rs-ibuf rs)
-                               (format nil "element ~d does not fit ~s" v
-                                       (element-type-of-code code))
-                               "an element of the array's type" (+ start-offset i)))))
-    (case code
-      (4 (scan 1 128))
-      (6 (scan 2 (expt 2 15)))
-      (8 (scan 4 (expt 2 31)))
-      (11 (scan 8 (expt 2 63))))))
+  "Signal if a value in the copied payload is outside its element type
+(see RANGE-CHECKED-CODE-P)."
+  (when (range-checked-code-p code)
+    (let ((width (floor (element-bits code) 8))
+          (limit (expt 2 (second (element-type-of-code code)))))
+      (loop for i from 0 below nbytes by width
+            for v = (ecase width
+                      (1 (sb-sys:sap-ref-8 sap i))
+                      (2 (sb-sys:sap-ref-16 sap i))
+                      (4 (sb-sys:sap-ref-32 sap i))
+                      (8 (sb-sys:sap-ref-64 sap i)))
+            when (>= v limit)
+              do (invalid (rs-ibuf rs)
+                          (format nil "element ~d does not fit ~s" v
+                                  (element-type-of-code code))
+                          "an element of the array's type" (+ start-offset i))))))
 
 (defun read-payload (rs storage code count)
   "Fill the first COUNT elements of the simple specialized vector STORAGE."
@@ -315,6 +318,7 @@ READ-SPECIALIZED-VECTOR-IN-GENERAL, which also signals what is wrong."
                       (setf (sb-sys:sap-ref-8 to (1- nbytes))
                             (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 to (1- nbytes))))))
                   (setf (ibuf-pos ib) (+ from nbytes))
+                  ;; asked first: a call passing the address would box it
                   (when (range-checked-code-p code)
                     (check-payload-range rs to nbytes code (+ (ibuf-consumed ib) from)))))
               (register rs v))

@@ -170,7 +170,7 @@ refuses the malformed.  For the decoder's loops over the window."
   "Copy COUNT bytes from SAP+FROM, in the window, to the address TO (of an
 object the caller pins).  Inline, so that neither address is boxed."
   (declare (type index from count))
-  #+sbcl (sb-kernel::memmove to (sb-sys:sap+ sap from) count)
+  (sb-kernel::memmove to (sb-sys:sap+ sap from) count)
   (values))
 
 (defun bytes-left-bound (ib)
