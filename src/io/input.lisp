@@ -152,6 +152,15 @@ refuses the malformed.  For the decoder's loops over the window."
           (return result))
         (setf shift (+ shift 7))))))
 
+(declaim (inline copy-window-bytes))
+(defun copy-window-bytes (sap from to count)
+  "Copy COUNT bytes from SAP+FROM, in the window, to the address TO (an
+object's memory the caller pins, or raw memory).  Inline, so that neither
+address is boxed."
+  (declare (type index from count))
+  (sb-kernel::memmove to (sb-sys:sap+ sap from) count)
+  (values))
+
 (defun read-octets-to-sap (ib dst-sap dst-offset count)
   "Copy COUNT input bytes to DST-SAP+DST-OFFSET (pinned by the caller)."
   (declare (type ibuf ib) (type index dst-offset count))
@@ -159,19 +168,11 @@ refuses the malformed.  For the decoder's loops over the window."
         do (when (zerop (available ib))
              (refill ib 1))
            (let ((n (min count (available ib))))
-             (sb-kernel:system-area-ub8-copy (ibuf-sap ib) (ibuf-pos ib)
-                                             dst-sap dst-offset n)
+             (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib)
+                                (sb-sys:sap+ dst-sap dst-offset) n)
              (incf (ibuf-pos ib) n)
              (incf dst-offset n)
              (decf count n))))
-
-(declaim (inline copy-window-bytes))
-(defun copy-window-bytes (sap from to count)
-  "Copy COUNT bytes from SAP+FROM, in the window, to the address TO (of an
-object the caller pins).  Inline, so that neither address is boxed."
-  (declare (type index from count))
-  (sb-kernel::memmove to (sb-sys:sap+ sap from) count)
-  (values))
 
 (defun bytes-left-bound (ib)
   "An upper bound on the input bytes left: exact for a fixed region,
