@@ -260,6 +260,51 @@ table is the next one made, empty."
           (is (= 0 (binstore::identity-table-get next (second objects))))
           (binstore::release-identity-table next))))))
 
+(test identity-table-marks
+  "Objects written as their parts (containers, ratios) are marked when first
+looked up and take their ids after their parts.  Walks of many runs of the
+heap at once (more than the table keeps chunks of) give every object its id;
+the id is kept when the table starts hashing, or a collection moves objects,
+between the mark and the id."
+  (let* (;; six runs of neighbours, each in chunks of its own, walked together
+         (runs (loop repeat 6 collect (make-list 2000 :initial-element 0)))
+         (walk (loop for k below 2000
+                     nconc (loop for run in runs collect (nthcdr k run)))))
+    ;; twice: the second time in the released table, walked backwards (the
+    ;; chunks it remembered must be forgotten with its bits)
+    (dolist (walk (list walk (reverse walk)))
+      (let ((table (binstore::make-identity-table)))
+        (is (loop for object in walk for id from 0
+                  always (and (= -1 (binstore::identity-table-get table object t))
+                              (= id (binstore::identity-table-add-marked table object)))))
+        (is (not (binstore::it-hashed table)))
+        (is (loop for object in walk for id from 0
+                  always (= id (binstore::identity-table-get table object))))
+        (binstore::release-identity-table table))))
+  (flet ((mark-then (between)
+           ;; X marked, BETWEEN run on the table, then X given its id: met
+           ;; again, X must answer that id
+           (let ((table (binstore::make-identity-table))
+                 (x (make-array 3))
+                 (y (make-array 3)))
+             (binstore::identity-table-get-or-add table (list 'first))
+             (prog1 (and (= -1 (binstore::identity-table-get table x t))
+                         (progn (funcall between table y) t)
+                         (let ((id (binstore::it-count table)))
+                           (and (= id (binstore::identity-table-add-marked table x))
+                                (= id (binstore::identity-table-get table x t))
+                                (= id (binstore::identity-table-get table x)))))
+               (binstore::release-identity-table table)))))
+    (is (mark-then (lambda (table y)
+                     ;; a collection, then another object: the bits are set afresh
+                     (sb-ext:gc :full t)
+                     (binstore::identity-table-get-or-add table (list y)))))
+    (is (mark-then (lambda (table y)
+                     ;; Y met again: the table starts hashing
+                     (binstore::identity-table-get-or-add table y)
+                     (binstore::identity-table-get-or-add table y)
+                     (assert (binstore::it-hashed table)))))))
+
 (test identity-while-collections-move-objects
   "Stores while another thread keeps collecting: objects move under the
 table in every state (seen bits, the switch to hashing, hashing), and

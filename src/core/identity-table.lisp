@@ -38,6 +38,10 @@
 (defconstant +block-words+ (/ (ash 1 (- +chunk-shift+ +granule-shift+)) 64)
   "Words of seen bits per block: a bit for each granule of a chunk.")
 
+(defconstant +recent-chunks+ 4
+  "Chunks whose blocks an identity table remembers besides the last one (see
+RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
+
 (deftype u32-vector () '(simple-array (unsigned-byte 32) (*)))
 (deftype word-vector () '(simple-array sb-ext:word (*)))
 (deftype id-or-none () "An id, or -1 for none." '(integer -1 #.(1- (expt 2 32))))
@@ -63,6 +67,14 @@
   (blocks 0 :type index)                      ; blocks in use
   (last-chunk -1 :type fixnum)                ; the chunk met last, and its block's
   (last-base 0 :type index)                   ; first word: objects come in runs
+  ;; The chunks met lately and their blocks' first words, pairs at 2K and
+  ;; 2K + 1, -1 for none; RECENT-NEXT is the pair to replace next.  A walk
+  ;; of records reads a few runs at once (structures, their doubles, their
+  ;; strings: each kind apart in the heap), so the chunk changes at nearly
+  ;; every object; these spare most of them the directory's probe.
+  (recent (make-array (* 2 +recent-chunks+) :element-type 'fixnum :initial-element -1)
+   :type (simple-array fixnum (#.(* 2 +recent-chunks+))))
+  (recent-next 0 :type (mod #.+recent-chunks+))
   ;; The hash table, once HASHED.  Slot I is the two words at 2I and 2I + 1
   ;; of SLOTS: the key (0 when empty) and its id, so a probe that finds its
   ;; key has the id in the same cache line.  SLOTS always holds MASK + 1
@@ -205,6 +217,28 @@ if it was set already."
         (or (logtest word bit)
             (progn (setf (aref bits k) (logior word bit)) nil))))))
 
+(defun recent-chunk-base (table chunk)
+  "CHUNK-BASE for a chunk other than the last one met, which it becomes:
+answered from the chunks met lately when it is one of them, otherwise from
+the directory, and then remembered in place of the oldest of them."
+  (declare (type identity-table table) (type (unsigned-byte 60) chunk) (optimize speed))
+  (let* ((recent (it-recent table))
+         (k (loop for k of-type index from 0 below (* 2 +recent-chunks+) by 2
+                  when (= chunk (aref recent k))
+                    return k))
+         (base (if k
+                   (aref recent (1+ k))
+                   (let ((base (chunk-base table chunk))
+                         (k (* 2 (it-recent-next table))))
+                     (setf (aref recent k) chunk
+                           (aref recent (1+ k)) base
+                           (it-recent-next table) (mod (1+ (it-recent-next table))
+                                                       +recent-chunks+))
+                     base))))
+    (declare (type index base))
+    (setf (it-last-chunk table) chunk (it-last-base table) base)
+    base))
+
 (declaim (inline mark-seen))
 (defun mark-seen (table object)
   "Set OBJECT's seen bit; true if it was set already."
@@ -213,9 +247,7 @@ if it was set already."
          (chunk (address-chunk address))
          (base (if (= chunk (it-last-chunk table))
                    (it-last-base table)
-                   (let ((base (chunk-base table chunk)))
-                     (setf (it-last-chunk table) chunk (it-last-base table) base)
-                     base))))
+                   (recent-chunk-base table chunk))))
     (mark-seen-at table base address)))
 
 (defun seen-p (table object)
@@ -237,6 +269,7 @@ it: the entries it passed when it went in are older, and still there."
     (fill (it-bits table) 0 :end (* +block-words+ blocks))
     (loop for b of-type fixnum from (1- blocks) downto 0
           do (setf (aref (it-directory table) (directory-slot table (aref (it-chunks table) b))) 0))
+    (fill (it-recent table) -1)
     (setf (it-blocks table) 0 (it-last-chunk table) -1 (it-last-base table) 0)))
 
 ;;; The hash table
@@ -337,6 +370,7 @@ holding OBJECT already)."
       (setf (svref slots (ash i 1)) object
             (svref slots (1+ (ash i 1))) id))))
 
+(declaim (inline put-in-hash))
 (defun put-in-hash (table object id)
   "Enter OBJECT with ID at its slot (its own, if it is there already)."
   (declare (type identity-table table) (type index id))
@@ -429,7 +463,9 @@ at their current addresses, the hash table's and the seen bits alike."
 ;;; What the store uses
 
 (declaim (ftype (function (identity-table t) (values id-or-none &optional))
-                identity-table-get get-or-add-met-again identity-table-get-recurring))
+                get-or-add-met-again identity-table-get-recurring)
+         (ftype (function (identity-table t &optional t) (values id-or-none &optional))
+                identity-table-get))
 
 (defun make-identity-table (&key (scratch-kind +scratch-table+) runs)
   "An empty table: the spare one of SCRATCH-KIND kept from an earlier store
@@ -462,15 +498,39 @@ not end the seen-bit state."
     (hash-add table object)
     id))
 
-(defun identity-table-get (table object)
-  "The id of OBJECT, or -1."
+(defun identity-table-get (table object &optional mark)
+  "The id of OBJECT, or -1.  With MARK true, a new OBJECT is also marked as
+about to take an id: it is an object written as its parts, whose id follows
+theirs (a structure after its class, a ratio after its numerator), and
+IDENTITY-TABLE-ADD-MARKED must give it that id once they are written.  In
+seen bits, marking is setting its bit, so the question and the bit take
+one look instead of two."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
   (cond ((it-hashed table) (identity-table-get-recurring table object))
-        ((seen-p table object)
+        ((if mark (mark-seen table object) (seen-p table object))
          (start-hashing table)
          (identity-table-get-recurring table object))
         (t -1)))
+
+(declaim (inline identity-table-add-marked))
+(defun identity-table-add-marked (table object)
+  "Give OBJECT, which IDENTITY-TABLE-GET answered -1 for and marked, the next
+id; return it.  What happened since is allowed for: if the table has
+started hashing, OBJECT goes into the hash table; if a collection has moved
+objects, indexing them afresh did not set OBJECT's bit (it is not an entry
+yet), so it is set again here (in the common case it is set already, in the
+chunk met last)."
+  (declare (type identity-table table) (optimize speed))
+  (let ((id (it-count table)))
+    (identity-table-current table)
+    (if (it-hashed table)
+        (progn (grow-if-full table)
+               (put-in-hash table object id)
+               (append-object table object))
+        (progn (mark-seen table object)
+               (append-object table object)))
+    id))
 
 (defun get-or-add-met-again (table object)
   "GET-OR-ADD for an OBJECT whose seen bit was set: start hashing, then
@@ -525,13 +585,6 @@ IDENTITY-TABLE-GET-OR-ADD."
             (it-entries table) (1+ entry)
             (it-count table) (1+ (it-count table)))
       t)))
-
-(declaim (inline identity-table-add))
-(defun identity-table-add (table object)
-  "Record OBJECT, not in TABLE, with the next id; return that id."
-  (let ((id (it-count table)))
-    (identity-table-get-or-add table object)
-    id))
 
 ;;; Runs of conses: a list's conses take their ids together, and a table
 ;;; of runs keeps one entry for them all (a million conses of a list in
@@ -594,8 +647,7 @@ memory from one cons to the next)."
                 (if (/= chunk (it-last-chunk table))
                     ;; a new block may be allocated, and collect: go round
                     (progn (settle)
-                           (setf (it-last-base table) (chunk-base table chunk)
-                                 (it-last-chunk table) chunk))
+                           (recent-chunk-base table chunk))
                     (let* ((granule (address-granule address))
                            (wk (+ (it-last-base table) (ash granule -6)))
                            (bit (ash 1 (logand granule 63))))

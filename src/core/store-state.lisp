@@ -48,15 +48,18 @@
 (declaim (inline written-id remember claim-cons-run
                  written-recurring-before-p remember-recurring))
 (defun written-id (ss object)
-  "The id OBJECT was written with (a cons id for a cons), or -1."
+  "The id OBJECT was written with (a cons id for a cons), or -1.  Any other
+object not written before is marked as about to be (see
+IDENTITY-TABLE-GET): REMEMBER must follow."
   (if (consp object)
       (let ((conses (ss-cons-refs ss)))
         (if conses (identity-table-get conses object) -1))
-      (identity-table-get (ss-refs ss) object)))
+      (identity-table-get (ss-refs ss) object t)))
 
 (defun remember (ss object)
-  "OBJECT has just been written: give it the next id."
-  (identity-table-add (ss-refs ss) object))
+  "OBJECT, which WRITTEN-ID found new, has just been written (its header, or
+its parts): give it the next id."
+  (identity-table-add-marked (ss-refs ss) object))
 
 (defun written-recurring-before-p (ss object)
   "For a symbol, package or class descriptor, kinds met again as a rule:
@@ -158,7 +161,8 @@ is written) and return NIL."
 
 (declaim (inline written-before-p))
 (defun written-before-p (ss object)
-  "If OBJECT was written before, write a reference to it and return T."
+  "If OBJECT was written before, write a reference to it and return T;
+otherwise (but for a cons) REMEMBER must follow, as WRITTEN-ID says."
   (let ((id (written-id ss object)))
     (when (>= id 0)
       (if (consp object)
