@@ -169,13 +169,27 @@ objects before the cut or signals INVALID-INPUT."
                        (hostile-octets #x02 #x01 #x40)
                        (hostile-octets #x02 #x02 #x12 #x01 #x61 #x41)
                        (hostile-octets binstore::+tag-ref+ (hostile-varint (expt 2 40)))
-                       (hostile-octets binstore::+tag-fill+ 0 #x71)))
+                       (hostile-octets binstore::+tag-fill+ 0 #x71)
+                       ;; the loops over runs of references, in a list and in
+                       ;; a vector (id 0, its string id 1): undefined ids,
+                       ;; small and in a varint, and a varint cut short
+                       (hostile-octets #x14 #x02 #x12 #x01 #x61 #x42)
+                       (hostile-octets #x02 #x03 #x12 #x01 #x61 #x40 binstore::+tag-ref+ #x01)
+                       (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-ref+ #x02)
+                       (hostile-octets #x02 #x03 #x12 #x01 #x61 #x40 binstore::+tag-ref+ #x80)
+                       (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-ref+ #x80)))
     (let ((c (hostile-restore-condition bytes)))
       (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
   ;; the control: the string is id 0, so #x40 is the same string
   (let ((back (binstore:restore (hostile-octets #x02 #x02 #x12 #x01 #x61 #x40))))
     (is (equal '("a" "a") back))
-    (is (eq (first back) (second back)))))
+    (is (eq (first back) (second back))))
+  (let ((back (binstore:restore (hostile-octets #x14 #x04 #x12 #x01 #x61 #x41
+                                                binstore::+tag-ref+ #x01 #x40))))
+    (is (equal "a" (aref back 0)))
+    (is (eq (aref back 0) (aref back 1)))
+    (is (eq (aref back 0) (aref back 2)))
+    (is (eq back (aref back 3)))))
 
 (test hostile-unknown-tags
   "Every type tag that src/tags.lisp leaves undefined (reserved)."

@@ -260,6 +260,33 @@ table is the next one made, empty."
           (is (= 0 (binstore::identity-table-get next (second objects))))
           (binstore::release-identity-table next))))))
 
+(test runs-of-references
+  "Lists and vectors of references, small and with varint ids, run after run
+and between other elements: each restores EQ to the object it names."
+  (let* ((strings (loop for i below 300 collect (format nil "s~d" i)))
+         (doubles (loop for i below 40 collect (float i 1d0)))
+         (mixed (loop for i below 2000
+                      collect (if (zerop (mod i 3)) i (nth (mod (* 7 i) 300) strings))))
+         (data (list (append strings (reverse strings)) doubles (reverse doubles)
+                     (coerce (append strings strings) 'vector) mixed
+                     (coerce mixed 'vector))))
+    (dolist (lists '(nil t))
+      (let ((copy (binstore:restore (binstore:store nil data :track-references t
+                                                              :support-shared-list-structures lists))))
+        (check-same data copy)
+        (destructuring-bind (twice doubles reversed vector mixed mixed-vector) copy
+          (is (loop for i below 300
+                    always (and (eq (nth i twice) (nth (- 599 i) twice))
+                                (eq (nth i twice) (aref vector i))
+                                (eq (nth i twice) (aref vector (+ 300 i))))))
+          (is (loop for i below 40 always (eq (nth i doubles) (nth (- 39 i) reversed))))
+          (is (loop for i below 2000
+                    for x in mixed
+                    always (and (eq x (aref mixed-vector i))
+                                (if (zerop (mod i 3))
+                                    (eql x i)
+                                    (eq x (nth (mod (* 7 i) 300) twice)))))))))))
+
 (test identity-table-marks
   "Objects written as their parts (containers, ratios) are marked when first
 looked up and take their ids after their parts.  Walks of many runs of the

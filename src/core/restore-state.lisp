@@ -264,16 +264,33 @@ or NIL if it reads none of that tag."
     (#.+tag-complex-double+ 17)
     (t nil)))
 
+(declaim (inline window-ref-id))
+(defun window-ref-id (sap p end)
+  "If SAP+P (P below END) holds a reference, small or REF with an id
+WINDOW-VARINT reads: the id and the reference's size in bytes; otherwise 0
+and 0.  As WINDOW-INTEGER, it reads nothing else and calls nothing."
+  (declare (type index p end))
+  (let ((tag (sb-sys:sap-ref-8 sap p)))
+    (cond ((and (>= tag +first-small-ref-tag+)
+                (< tag (+ +first-small-ref-tag+ +small-ref-count+)))
+           (values (- tag +first-small-ref-tag+) 1))
+          ((= tag +tag-ref+)
+           (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
+             (if next
+                 (values id (- next p))
+                 (values 0 0))))
+          (t (values 0 0)))))
+
 (declaim (inline window-ref))
 (defun window-ref (rs sap p end)
-  "If SAP+P (P below END) holds a REF whose id WINDOW-VARINT reads, naming
-an object already made: that object and the offset after the REF;
+  "If SAP+P (P below END) holds a reference WINDOW-REF-ID reads, naming an
+object already made: that object and the offset after the reference;
 otherwise NIL and NIL (the general path reads it, or signals what is
 wrong)."
   (declare (type restore-state rs) (type index p end))
-  (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
-    (if (and next (< id (rs-next-id rs)))
-        (values (svref (rs-refs rs) id) next)
+  (multiple-value-bind (id size) (window-ref-id sap p end)
+    (if (and (plusp size) (< id (rs-next-id rs)))
+        (values (svref (rs-refs rs) id) (+ p size))
         (values nil nil))))
 
 (defconstant +window-string-bytes+ 64
@@ -367,12 +384,8 @@ READ-OBJECT would give it."
   (let ((tag (sb-sys:sap-ref-8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (- tag +small-int-bias+) (+ p 1)))
-          ((>= tag +first-small-ref-tag+)
-           (let ((id (- tag +first-small-ref-tag+)))
-             (if (< id (rs-next-id rs))
-                 (values (svref (rs-refs rs) id) (+ p 1))
-                 (values nil nil))))
-          ((= tag +tag-ref+) (window-ref rs sap p end))
+          ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+))
+           (window-ref rs sap p end))
           ((= tag +tag-base-string+) (window-base-string rs p end))
           ((= tag +tag-string+) (window-character-string rs p end))
           (t (let ((size (leaf-bytes tag))
@@ -559,6 +572,21 @@ their own, which the loops for leaves would only look at and pass."
                            dlast d
                            d (cdr d))))
           (setf p q c d last dlast))
+        ;; references to objects made before: reading one gives no id,
+        ;; so the table and its count stay in registers too
+        (let ((q p) (d c) (dlast last) (refs (rs-refs rs)) (made (rs-next-id rs)))
+          (declare (type index q made))
+          (loop while (and (consp d) (< q end))
+                do (multiple-value-bind (id size) (window-ref-id sap q end)
+                     (when (or (zerop size) (>= id made))
+                       (return))
+                     (setf (car d) (svref refs id)
+                           q (sb-ext:truly-the index (+ q size)))
+                     ;; the next cons from D, in a register, before DLAST,
+                     ;; which lives on the stack: from DLAST each cdr would
+                     ;; wait for a store and a load
+                     (psetf d (cdr d) dlast d)))
+          (setf p q c d last dlast))
         ;; then other leaves the window holds, until the next such integer
         (loop while (and (consp c) (< p end))
               do (multiple-value-bind (value next) (window-element rs sap p end)
@@ -639,6 +667,17 @@ stack and marked the GC card of every store."
                        (return))
                      (setf (svref v j) s
                            q next)
+                     (incf j)))
+          (setf p q i j))
+        ;; ... references ...
+        (let ((q p) (j i) (refs (rs-refs rs)) (made (rs-next-id rs)))
+          (declare (type index q j made))
+          (loop while (and (< j n) (< q end))
+                do (multiple-value-bind (id size) (window-ref-id sap q end)
+                     (when (or (zerop size) (>= id made))
+                       (return))
+                     (setf (svref v j) (svref refs id)
+                           q (sb-ext:truly-the index (+ q size)))
                      (incf j)))
           (setf p q i j))
         ;; ... then other leaves
