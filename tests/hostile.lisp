@@ -102,9 +102,12 @@ strict non-empty prefix of them is a complete input."
                                                             :initial-element 1d0))
                         :output-magic-number t)
         (binstore:store nil (hostile-nest 1200))
-        ;; runs of single-floats and doubles, which the decoder reads in loops of their own
-        (binstore:store nil (list (list 1.5f0 -2.5f0 3f0 4f0 5 6 1d0 2d0 3d0)
-                                  (vector 1.5f0 -2.5f0 3f0 7 8f0 1d0 2d0)))))
+        ;; runs of single-floats, doubles, complex doubles and references,
+        ;; which the decoder reads in loops of their own
+        (binstore:store nil (let ((s "s"))
+                              (list (list 1.5f0 -2.5f0 3f0 4f0 5 6 1d0 2d0 3d0 #c(1d0 2d0) 4d0)
+                                    (vector 1.5f0 -2.5f0 3f0 7 8f0 1d0 2d0 #c(3d0 -1d0) #c(0d0 1d0))
+                                    s (list s s 1 s) (vector s s))))))
 
 (test hostile-truncation-everywhere
   "Every strict prefix of a valid file signals INVALID-INPUT (usually its

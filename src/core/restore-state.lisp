@@ -479,11 +479,22 @@ the sum stays below END, with no test for NIL or check of type."
   (declare (type index p end))
   (and (<= (+ p 5) end) (= (sb-sys:sap-ref-8 sap p) +tag-single-float+)))
 
-(declaim (inline window-double-float-p))
-(defun window-double-float-p (sap p end)
-  "True when SAP+P holds a double-float whole in the window (below END)."
-  (declare (type index p end))
-  (and (<= (+ p 9) end) (= (sb-sys:sap-ref-8 sap p) +tag-double-float+)))
+(declaim (inline window-boxed-float))
+(defun window-boxed-float (rs sap p end)
+  "If SAP+P (P below END) holds a double-float, or a complex of two, whole in
+the window: a fresh box for it (with its id, when the stream tracks objects)
+and its size in bytes; otherwise NIL and 0.  For the loops over runs of
+them, where a double and a complex double (a box each, 16 and 32 bytes)
+take the same path."
+  (declare (type restore-state rs) (type index p end))
+  (let ((tag (sb-sys:sap-ref-8 sap p)))
+    (cond ((and (= tag +tag-double-float+) (<= (+ p 9) end))
+           (values (register rs (sb-sys:sap-ref-double sap (+ p 1))) 9))
+          ((and (= tag +tag-complex-double+) (<= (+ p 17) end))
+           (values (register rs (complex (sb-sys:sap-ref-double sap (+ p 1))
+                                         (sb-sys:sap-ref-double sap (+ p 9))))
+                   17))
+          (t (values nil 0)))))
 
 (declaim (inline window-integer-next-p))
 (defun window-integer-next-p (sap p end)
@@ -551,14 +562,20 @@ their own, which the loops for leaves would only look at and pass."
                          dlast d
                          d (cdr d)))
           (setf p q c d last dlast))
-        ;; double-floats, each a fresh box taking an id when tracked
+        ;; double-floats and complexes of them, each a fresh box taking an
+        ;; id when tracked
         (let ((q p) (d c) (dlast last))
           (declare (type index q))
-          (loop while (and (consp d) (window-double-float-p sap q end))
-                do (setf (car d) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
-                         q (+ q 9)
-                         dlast d
-                         d (cdr d)))
+          (loop while (and (consp d) (< q end))
+                do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
+                     (when (zerop size)
+                       (return))
+                     (setf (car d) x
+                           q (sb-ext:truly-the index (+ q size)))
+                     ;; the next cons from D, in a register, before DLAST,
+                     ;; which lives on the stack: from DLAST each cdr would
+                     ;; wait for a store and a load
+                     (psetf d (cdr d) dlast d)))
           (setf p q c d last dlast))
         ;; short strings, each fresh and taking an id when tracked
         (let ((q p) (d c) (dlast last))
@@ -582,9 +599,7 @@ their own, which the loops for leaves would only look at and pass."
                        (return))
                      (setf (car d) (svref refs id)
                            q (sb-ext:truly-the index (+ q size)))
-                     ;; the next cons from D, in a register, before DLAST,
-                     ;; which lives on the stack: from DLAST each cdr would
-                     ;; wait for a store and a load
+                     ;; as in the loop over floats
                      (psetf d (cdr d) dlast d)))
           (setf p q c d last dlast))
         ;; then other leaves the window holds, until the next such integer
@@ -650,12 +665,15 @@ stack and marked the GC card of every store."
                          q (+ q 5))
                    (incf j))
           (setf p q i j))
-        ;; ... double-floats ...
+        ;; ... double-floats and complexes of them ...
         (let ((q p) (j i))
           (declare (type index q j))
-          (loop while (and (< j n) (window-double-float-p sap q end))
-                do (setf (svref v j) (register rs (sb-sys:sap-ref-double sap (+ q 1)))
-                         q (+ q 9))
+          (loop while (and (< j n) (< q end))
+                do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
+                     (when (zerop size)
+                       (return))
+                     (setf (svref v j) x
+                           q (sb-ext:truly-the index (+ q size))))
                    (incf j))
           (setf p q i j))
         ;; ... short strings ...
