@@ -340,6 +340,10 @@ under a second and without allocating for the claim."
                    ("5-byte form" ,(hostile-octets #x13 1 #xF8 #x88 #x80 #x80 #x80))
                    ("#xFF" ,(hostile-octets #x13 1 #xFF))
                    ("symbol name" ,(hostile-octets #x18 1 #xC0 #x80))
+                   ;; uninterned names are read from the window when ASCII:
+                   ;; a byte above 127 among them, padded to a whole word
+                   ("uninterned symbol name" ,(hostile-octets #x19 3 #x41 #xFF #x41 0 0 0 0 0 0))
+                   ("uninterned symbol name, cut" ,(hostile-octets #x19 3 #xE2 #x82))
                    ("base string byte above 127" ,(hostile-octets #x12 2 #x41 #xC3))
                    ("character #x110000" ,(hostile-octets #x11 (hostile-varint #x110000)))))
     (destructuring-bind (what bytes) entry

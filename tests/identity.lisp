@@ -287,6 +287,25 @@ and between other elements: each restores EQ to the object it names."
                                     (eql x i)
                                     (eq x (nth (mod (* 7 i) 300) twice)))))))))))
 
+(test uninterned-symbol-names
+  "Uninterned symbols come back with their names' characters, as base
+strings when those are all base characters (as SBCL makes them), short or
+long, read from the window or not."
+  (let* ((names (list "G1" "" (make-string 63 :initial-element #\a)
+                      (make-string 64 :initial-element #\b) (make-string 300 :initial-element #\c)
+                      "αβγ" "mixedλ" (coerce "base" 'simple-base-string)
+                      (coerce '(#\x #\Nul #\Rubout) 'string)))
+         (symbols (mapcar #'make-symbol names)))
+    (dolist (back (list (binstore:restore (binstore:store nil symbols))
+                        (binstore:restore (make-instance 'octet-input-stream
+                                                         :octets (binstore:store nil symbols)))))
+      (is (equal names (mapcar #'symbol-name back)))
+      (is (every (lambda (symbol) (null (symbol-package symbol))) back))
+      (is (every (lambda (symbol name)
+                   (eq (typep (symbol-name symbol) 'base-string)
+                       (every (lambda (c) (typep c 'base-char)) name)))
+                 back names)))))
+
 (test identity-table-marks
   "Objects written as their parts (containers, ratios) are marked when first
 looked up and take their ids after their parts.  Walks of many runs of the

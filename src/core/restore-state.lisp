@@ -299,16 +299,16 @@ wrong)."
 ;;; The two string readers are inline only in the loops over runs of
 ;;; strings, through WINDOW-STRING (where a call and its spills cost as much
 ;;; as a short string's own work), and called elsewhere.
-(declaim (sb-ext:maybe-inline window-base-string))
-(defun window-base-string (rs p end)
-  "If the window holds at P (below END) a base string of fewer than
-+WINDOW-STRING-BYTES+ characters, all ASCII, whose bytes the window holds
-in whole words: the new string (with its id) and the offset after it;
-otherwise NIL and NIL, having changed nothing but made a string no one
-sees.  The characters move a word at a time, the last word masked to the
-string's length (SBCL keeps the bytes after a base string's last character
-zero); the words' high bits, gathered as they move, say whether all were
-ASCII."
+(declaim (sb-ext:maybe-inline window-ascii-string window-base-string))
+(defun window-ascii-string (rs p end)
+  "If the window holds at P (below END) the tag of a record whose payload
+is a count of fewer than +WINDOW-STRING-BYTES+ characters followed by them,
+all ASCII, in bytes the window holds in whole words: a new base string of
+them (charged, without an id) and the offset after it; otherwise NIL and
+NIL, having changed nothing but made a string no one sees.  The characters
+move a word at a time, the last word masked to the string's length (SBCL
+keeps the bytes after a base string's last character zero); the words'
+high bits, gathered as they move, say whether all were ASCII."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* (;; the window's address, taken here rather than passed: an
          ;; address passed to a function not inline is boxed, which cost every
@@ -340,7 +340,17 @@ ASCII."
           (if (logtest high #x8080808080808080)
               (values nil nil)
               (progn (charge rs n)
-                     (values (register rs s) (+ from n))))))))
+                     (values s (+ from n))))))))
+
+(defun window-base-string (rs p end)
+  "If the window holds at P (below END) a base string WINDOW-ASCII-STRING
+reads: the new string, with its id, and the offset after it; otherwise NIL
+and NIL."
+  (declare (type restore-state rs) (type index p end) (inline window-ascii-string))
+  (multiple-value-bind (s next) (window-ascii-string rs p end)
+    (if next
+        (values (register rs s) next)
+        (values nil nil))))
 
 (declaim (sb-ext:maybe-inline window-character-string))
 (defun window-character-string (rs p end)
