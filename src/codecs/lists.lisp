@@ -152,6 +152,66 @@ the path through the table too spilled variables to the stack."
   "PUT-NUMBER-CARS for a packed run."
   (put-number-cars sap p c k mark t nil list))
 
+(defun put-tracked-double-cars (sap p c k mark refs list)
+  "PUT-TRACKED-CARS for a run of double-floats, new ones of the chunk of
+the heap met last, while REFS is in seen bits (see SEEN-BITS-STATE): each
+takes its id with no call, and with no store to the table until the end.
+Returns as PUT-TRACKED-CARS does, having stored none when REFS is not in
+seen bits; a double it does not take (met before, or in another chunk) is
+left to PUT-LEAF."
+  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+           (type identity-table refs) (optimize speed))
+  (multiple-value-bind (objects entry bits base chunk epoch) (seen-bits-state refs)
+    (unless objects
+      (return-from put-tracked-double-cars (values p c 0)))
+    (let ((out (sb-sys:sap+ sap p))
+          (left k)
+          (limit (length (the simple-vector objects)))
+          (wk -1)
+          (word 0))
+      (declare (type index entry base left limit) (type fixnum wk chunk)
+               (type sb-ext:word word) (type simple-vector objects)
+               (type (simple-array sb-ext:word (*)) bits))
+      (flet ((finish (reached)
+               (settle-seen-bits refs entry wk word)
+               (values (sb-sys:sap- out sap) reached (- k left))))
+        (declare (inline finish))
+        (loop
+          (when (zerop left)
+            (return))
+          (let ((x (car c)))
+            (unless (typep x 'double-float)
+              (return))
+            ;; the address first, then the epoch: a collection after the
+            ;; check leaves the bits and the address of the same epoch
+            (let ((address (sb-kernel:get-lisp-obj-address x)))
+              (unless (and (eq epoch sb-kernel::*gc-epoch*)
+                           (= (address-chunk address) chunk)
+                           (< entry limit))
+                (return))
+              (let* ((granule (address-granule address))
+                     ;; within the chunk's block, so within BITS
+                     (w (sb-ext:truly-the index (+ base (ash granule -6))))
+                     (bit (ash 1 (logand granule 63))))
+                (unless (= w wk)
+                  (locally (declare (optimize (safety 0)))
+                    (when (>= wk 0)
+                      (setf (aref bits wk) word))
+                    (setf wk w
+                          word (aref bits w))))
+                (when (logtest word bit)
+                  (return))
+                (setf word (logior word bit)
+                      (svref objects entry) x
+                      entry (1+ entry)
+                      out (put-double-float out x)
+                      left (1- left)))))
+          (let ((next (next-in-run c mark list)))
+            (unless (consp next)
+              (return-from put-tracked-double-cars (finish next)))
+            (setf c next)))
+        (finish c)))))
+
 (defun put-leaf-cars (sap p c k mark packed refs list)
   "Write the cars from the cons C on at SAP+P, at most K of them, for as long
 as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
@@ -167,6 +227,8 @@ has made room for K times +MAX-LEAF-BYTES+."
       ;; what needs no call, in a loop of its own
       (multiple-value-bind (q next n)
           (cond (packed (put-packed-cars sap p c (- k written) mark list))
+                ((and refs (typep (car c) 'double-float))
+                 (put-tracked-double-cars sap p c (- k written) mark refs list))
                 (refs (put-tracked-cars sap p c (- k written) mark refs list))
                 (t (put-plain-cars sap p c (- k written) mark list)))
         (declare (type index q n))

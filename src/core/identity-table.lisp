@@ -586,6 +586,43 @@ IDENTITY-TABLE-GET-OR-ADD."
             (it-count table) (1+ (it-count table)))
       t)))
 
+;;; A loop over a run of new doubles can do better still: hold the word
+;;; of seen bits it is setting and the count of entries in variables, and
+;;; write them back at its end (SETTLE-SEEN-BITS).  In the table, each
+;;; double waits for the store of the one before it to reach the load of
+;;; its own: 64 neighbouring doubles share a word of bits.
+
+(declaim (inline seen-bits-state settle-seen-bits))
+(defun seen-bits-state (table)
+  "When TABLE (not a table of runs) is in seen bits, indexed in the current
+GC epoch, with a chunk met last: what a loop adding new objects of that
+chunk with no call needs, the vector of objects, the number of entries, the
+seen bits, the first word of the chunk's block, the chunk and the epoch.
+Otherwise NIL.  The loop must stop at an object of another chunk, or when
+the epoch is no longer current, and call SETTLE-SEEN-BITS at its end."
+  (declare (type identity-table table))
+  (if (and (not (it-hashed table))
+           (null (it-lengths table))
+           (eq (it-epoch table) sb-kernel::*gc-epoch*)
+           (>= (it-last-chunk table) 0))
+      (values (it-objects table) (it-entries table) (it-bits table)
+              (it-last-base table) (it-last-chunk table) (it-epoch table))
+      nil))
+
+(defun settle-seen-bits (table entries k word)
+  "The end of a loop begun with SEEN-BITS-STATE, which put new objects in
+the vector of objects up to ENTRIES and holds WORD, the word of seen bits at
+K (-1 for none): they take the next ids, and the word goes back in place."
+  (declare (type identity-table table) (type index entries) (type fixnum k)
+           (type sb-ext:word word))
+  (when (>= k 0)
+    ;; K is a word of the block SEEN-BITS-STATE gave, within the bits
+    (locally (declare (optimize (safety 0)))
+      (setf (aref (it-bits table) k) word)))
+  (incf (it-count table) (- entries (it-entries table)))
+  (setf (it-entries table) entries)
+  nil)
+
 ;;; Runs of conses: a list's conses take their ids together, and a table
 ;;; of runs keeps one entry for them all (a million conses of a list in
 ;;; seen bits cost a bit each, not a bit and a slot).
