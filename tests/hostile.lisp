@@ -490,6 +490,8 @@ which is deleted again."
                         (binstore:restore file))))
            (is (null (symbol-package (first back))))
            (is (string= "THING" (symbol-name (first back))))
+           ;; as every uninterned symbol's name whose characters allow
+           (is (typep (symbol-name (first back)) 'base-string))
            (is (null (find-package name))))
       (hostile-forget-package name))))
 
@@ -547,6 +549,7 @@ from its (still existing) package, and that package."
                    (binstore:restore file :intern-symbols nil))))
        (is (null (symbol-package back)))
        (is (string= "LOST" (symbol-name back)))
+       (is (typep (symbol-name back) 'base-string))
        (is (null (find-symbol "LOST" package)))))))
 
 ;;; ------------------------------------------------------------------

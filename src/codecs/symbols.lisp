@@ -95,7 +95,7 @@ in PACKAGE, interning it only when allowed."
                   (intern name package))
                 (make-uninterned ()
                   :report "Restore it as an uninterned symbol."
-                  (make-symbol name))))))))
+                  (make-symbol (base-string-if-possible name)))))))))
 
 (defun read-keyword (rs)
   (multiple-value-bind (name length) (read-name rs)
@@ -109,7 +109,8 @@ in PACKAGE, interning it only when allowed."
     (multiple-value-bind (name length) (read-name rs)
       (register-always rs (if package
                               (find-or-intern rs name length package)
-                              (make-symbol (subseq name 0 length)))))))
+                              (make-symbol (base-string-if-possible
+                                            (subseq name 0 length))))))))
 
 (defun read-uninterned-symbol (rs)
   "Read an uninterned symbol whose tag was just consumed.  Its name is a
