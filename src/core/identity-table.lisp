@@ -405,6 +405,7 @@ fourfold while it is small, so a large store rehashes few times."
     (let ((size (slot-count table)))
       (rehash table (if (< size (expt 2 20)) (* 4 size) (* 2 size))))))
 
+(declaim (inline hash-add))
 (defun hash-add (table object)
   "Give OBJECT, not in TABLE's hash table, the next id there; return -1."
   (grow-if-full table)
@@ -525,9 +526,7 @@ chunk met last)."
   (let ((id (it-count table)))
     (identity-table-current table)
     (if (it-hashed table)
-        (progn (grow-if-full table)
-               (put-in-hash table object id)
-               (append-object table object))
+        (hash-add table object)
         (progn (mark-seen table object)
                (append-object table object)))
     id))
@@ -557,40 +556,19 @@ table's count) and return -1.  One look where GET then ADD would take two."
         ((mark-seen table object) (get-or-add-met-again table object))
         (t (append-object table object))))
 
-;;; The loop that writes a list's numbers (PUT-NUMBER-CARS) keeps its
-;;; variables in registers only as long as it calls nothing.  What follows
-;;; is the one case of GET-OR-ADD it takes without a call: a new object in
-;;; the chunk met last, the common case for a list of doubles, allocated in
-;;; order and never met again.
-
-(declaim (inline identity-table-add-quickly))
-(defun identity-table-add-quickly (table object)
-  "Give OBJECT, a heap object, the next id and return true, when TABLE (not
-a table of runs) can tell at once that it is new: the table is still in
-seen bits, indexed in the current GC epoch, OBJECT lies in the chunk met
-last, its bit is clear and the vector of objects has room.  Otherwise
-return NIL, changing nothing; the caller then asks
-IDENTITY-TABLE-GET-OR-ADD."
-  (declare (type identity-table table) (optimize speed))
-  (let ((address (sb-kernel:get-lisp-obj-address object))
-        (entry (it-entries table))
-        (objects (it-objects table)))
-    (when (and (not (it-hashed table))
-               (eq (it-epoch table) sb-kernel::*gc-epoch*)
-               (= (address-chunk address) (it-last-chunk table))
-               (< entry (length objects))
-               (not (mark-seen-at table (it-last-base table) address)))
-      ;; APPEND-OBJECT, with the room checked above
-      (setf (svref objects entry) object
-            (it-entries table) (1+ entry)
-            (it-count table) (1+ (it-count table)))
-      t)))
-
-;;; A loop over a run of new doubles can do better still: hold the word
-;;; of seen bits it is setting and the count of entries in variables, and
-;;; write them back at its end (SETTLE-SEEN-BITS).  In the table, each
-;;; double waits for the store of the one before it to reach the load of
-;;; its own: 64 neighbouring doubles share a word of bits.
+;;; The loops that write a list's numbers keep their variables in
+;;; registers only as long as they call nothing.  What follows is the one
+;;; case of GET-OR-ADD they take without a call: a new object in the chunk
+;;; met last, the common case for a list of doubles, allocated in order and
+;;; never met again.  SEEN-BITS-STATE says whether the table allows it, and
+;;; gives what it takes.  The loop over a run of doubles
+;;; (PUT-TRACKED-DOUBLE-CARS) holds the word of seen bits it is setting and
+;;; the count of entries in variables, and writes them back at its end
+;;; (SETTLE-SEEN-BITS): in the table, each double would wait for the store
+;;; of the one before it to reach the load of its own (64 neighbouring
+;;; doubles share a word of bits).  The loop that meets a boxed number now
+;;; and then (PUT-NUMBER-CARS) takes one at a time, with
+;;; IDENTITY-TABLE-ADD-QUICKLY.
 
 (declaim (inline seen-bits-state settle-seen-bits))
 (defun seen-bits-state (table)
@@ -622,6 +600,31 @@ K (-1 for none): they take the next ids, and the word goes back in place."
   (incf (it-count table) (- entries (it-entries table)))
   (setf (it-entries table) entries)
   nil)
+
+(declaim (inline identity-table-add-quickly))
+(defun identity-table-add-quickly (table object)
+  "Give OBJECT, a heap object, the next id and return true, when TABLE (not
+a table of runs) can tell at once that it is new: the table is still in
+seen bits, indexed in the current GC epoch, OBJECT lies in the chunk met
+last, its bit is clear and the vector of objects has room.  Otherwise
+return NIL, changing nothing; the caller then asks
+IDENTITY-TABLE-GET-OR-ADD.  (The conditions are SEEN-BITS-STATE's, checked
+here without making its values: for a single object, making them cost the
+loop over a list of complexes 13%.)"
+  (declare (type identity-table table) (optimize speed))
+  (let ((address (sb-kernel:get-lisp-obj-address object))
+        (entry (it-entries table))
+        (objects (it-objects table)))
+    (when (and (not (it-hashed table))
+               (eq (it-epoch table) sb-kernel::*gc-epoch*)
+               (= (address-chunk address) (it-last-chunk table))
+               (< entry (length objects))
+               (not (mark-seen-at table (it-last-base table) address)))
+      ;; APPEND-OBJECT, with the room checked above
+      (setf (svref objects entry) object
+            (it-entries table) (1+ entry)
+            (it-count table) (1+ (it-count table)))
+      t)))
 
 ;;; Runs of conses: a list's conses take their ids together, and a table
 ;;; of runs keeps one entry for them all (a million conses of a list in

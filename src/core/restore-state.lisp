@@ -384,6 +384,23 @@ characters are checked as they are decoded, in one pass."
           (charge rs (* 4 n))
           (values (register rs s) q)))))
 
+(declaim (inline window-boxed-float))
+(defun window-boxed-float (rs sap p end)
+  "If SAP+P (P below END) holds a double-float, or a complex of two, whole in
+the window: a fresh box for it (with its id, when the stream tracks objects)
+and its size in bytes; otherwise NIL and 0.  For the loops over runs of
+them, where a double and a complex double (a box each, 16 and 32 bytes)
+take the same path."
+  (declare (type restore-state rs) (type index p end))
+  (let ((tag (sb-sys:sap-ref-8 sap p)))
+    (cond ((and (= tag +tag-double-float+) (<= (+ p 9) end))
+           (values (register rs (sb-sys:sap-ref-double sap (+ p 1))) 9))
+          ((and (= tag +tag-complex-double+) (<= (+ p 17) end))
+           (values (register rs (complex (sb-sys:sap-ref-double sap (+ p 1))
+                                         (sb-sys:sap-ref-double sap (+ p 9))))
+                   17))
+          (t (values nil 0)))))
+
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
   "If the object at SAP+P (P below END) is a leaf the window holds whole,
@@ -398,6 +415,11 @@ READ-OBJECT would give it."
            (window-ref rs sap p end))
           ((= tag +tag-base-string+) (window-base-string rs p end))
           ((= tag +tag-string+) (window-character-string rs p end))
+          ((or (= tag +tag-double-float+) (= tag +tag-complex-double+))
+           (multiple-value-bind (x size) (window-boxed-float rs sap p end)
+             (if (plusp size)
+                 (values x (+ p size))
+                 (values nil nil))))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end))
@@ -411,14 +433,9 @@ READ-OBJECT would give it."
                              (#.+tag-int32+ (sb-sys:signed-sap-ref-32 sap q))
                              (#.+tag-int64+ (sb-sys:signed-sap-ref-64 sap q))
                              (#.+tag-single-float+ (sb-sys:sap-ref-single sap q))
-                             (#.+tag-double-float+
-                              (register rs (sb-sys:sap-ref-double sap q)))
-                             (#.+tag-complex-single+
+                             (t ; complex-single, the only other tag LEAF-BYTES sizes
                               (register rs (complex (sb-sys:sap-ref-single sap q)
-                                                    (sb-sys:sap-ref-single sap (+ q 4)))))
-                             (t ; complex-double, the only other tag LEAF-BYTES sizes
-                              (register rs (complex (sb-sys:sap-ref-double sap q)
-                                                    (sb-sys:sap-ref-double sap (+ q 8))))))
+                                                    (sb-sys:sap-ref-single sap (+ q 4))))))
                            (+ p size))))))))
 
 (declaim (inline window-leaf-bytes))
@@ -488,23 +505,6 @@ the sum stays below END, with no test for NIL or check of type."
   "True when SAP+P holds a single-float whole in the window (below END)."
   (declare (type index p end))
   (and (<= (+ p 5) end) (= (sb-sys:sap-ref-8 sap p) +tag-single-float+)))
-
-(declaim (inline window-boxed-float))
-(defun window-boxed-float (rs sap p end)
-  "If SAP+P (P below END) holds a double-float, or a complex of two, whole in
-the window: a fresh box for it (with its id, when the stream tracks objects)
-and its size in bytes; otherwise NIL and 0.  For the loops over runs of
-them, where a double and a complex double (a box each, 16 and 32 bytes)
-take the same path."
-  (declare (type restore-state rs) (type index p end))
-  (let ((tag (sb-sys:sap-ref-8 sap p)))
-    (cond ((and (= tag +tag-double-float+) (<= (+ p 9) end))
-           (values (register rs (sb-sys:sap-ref-double sap (+ p 1))) 9))
-          ((and (= tag +tag-complex-double+) (<= (+ p 17) end))
-           (values (register rs (complex (sb-sys:sap-ref-double sap (+ p 1))
-                                         (sb-sys:sap-ref-double sap (+ p 9))))
-                   17))
-          (t (values nil 0)))))
 
 (declaim (inline window-integer-next-p))
 (defun window-integer-next-p (sap p end)
