@@ -233,26 +233,31 @@ or NIL.  Eight bytes at a time."
              (incf i))
     nil))
 
-(defun read-simple-base-string (rs)
-  "Read a base string whose tag was just consumed."
+(defun take-window-ascii-string (rs)
+  "The payload of the record whose tag was just consumed, when
+WINDOW-ASCII-STRING reads it from the window (the tag, at the position
+before, is still there): a new base string, the payload consumed.
+Otherwise NIL, having consumed nothing."
   (declare (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (p (ibuf-pos ib)))
     (declare (type index p))
-    ;; a short ASCII string the window holds is made as in a run (the tag,
-    ;; at P - 1, is still in the window)
-    (multiple-value-bind (s next)
-        (if (plusp p)
-            (window-base-string rs (1- p) (ibuf-end ib))
-            (values nil nil))
-      (if next
-          (progn (setf (ibuf-pos ib) next) s)
-          (let ((n (check-count ib (read-varint ib) 1 "a base string")))
-            (declare (type index n))
-            (charge rs n)
-            (let ((s (make-string n :element-type 'base-char)))
-              (read-base-chars-into rs s 0 n)
-              (register rs s)))))))
+    (when (plusp p)
+      (multiple-value-bind (s next) (window-ascii-string rs (1- p) (ibuf-end ib))
+        (when next
+          (setf (ibuf-pos ib) next)
+          s)))))
+
+(defun read-simple-base-string (rs)
+  "Read a base string whose tag was just consumed: a short ASCII one the
+window holds is made as in a run."
+  (declare (optimize speed))
+  (register rs (or (take-window-ascii-string rs)
+                   (let* ((ib (rs-ibuf rs))
+                          (n (check-count ib (read-varint ib) 1 "a base string")))
+                     (declare (type index n))
+                     (charge rs n)
+                     (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n)))))
 
 (defun read-character-string (rs)
   (register rs (read-string-payload rs)))

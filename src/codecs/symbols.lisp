@@ -115,18 +115,10 @@ in PACKAGE, interning it only when allowed."
 (defun read-uninterned-symbol (rs)
   "Read an uninterned symbol whose tag was just consumed.  Its name is a
 base string when its characters allow, as the names SBCL makes are: a short
-ASCII name the window holds is read straight into one (the tag, at the
-position before, is still in the window)."
-  (let* ((ib (rs-ibuf rs))
-         (p (ibuf-pos ib)))
-    (multiple-value-bind (name next)
-        (if (plusp p)
-            (window-ascii-string rs (1- p) (ibuf-end ib))
-            (values nil nil))
-      (register-always rs (make-symbol (if next
-                                           (progn (setf (ibuf-pos ib) next) name)
-                                           (base-string-if-possible
-                                            (read-string-payload rs))))))))
+ASCII name the window holds is read straight into one."
+  (register-always rs (make-symbol (or (take-window-ascii-string rs)
+                                       (base-string-if-possible
+                                        (read-string-payload rs))))))
 
 (defun base-string-if-possible (string)
   "STRING, a fresh simple string, or a base string of its characters when
