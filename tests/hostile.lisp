@@ -180,10 +180,36 @@ objects before the cut or signals INVALID-INPUT."
                        (hostile-octets #x02 #x03 #x12 #x01 #x61 #x40 binstore::+tag-ref+ #x01)
                        (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-ref+ #x02)
                        (hostile-octets #x02 #x03 #x12 #x01 #x61 #x40 binstore::+tag-ref+ #x80)
-                       (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-ref+ #x80)))
+                       (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-ref+ #x80)
+                       ;; cons references read from the window (conses
+                       ;; tracked): undefined, in a list, a vector and a
+                       ;; pair; cut short; and in a stream without cons ids
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-cons-ref+ #x02)
+                       (hostile-octets #x23 #x03 #x14 #x02 #x00 binstore::+tag-cons-ref+ #x00)
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04 binstore::+tag-cons-ref+ #x00
+                                       binstore::+tag-cons-ref+ #x03)
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04 binstore::+tag-cons-ref+ #x05 #x00)
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-cons-ref+ #x80)
+                       (hostile-octets #x02 #x02 #x00 binstore::+tag-cons-ref+ #x00)))
     (let ((c (hostile-restore-condition bytes)))
       (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
-  ;; the control: the string is id 0, so #x40 is the same string
+  ;; the controls: a list whose second element is its first cons, and
+  ;; ones whose second is a pair of references to its conses
+  (let ((back (binstore:restore (hostile-octets #x23 #x03 #x02 #x02 #x00
+                                                binstore::+tag-cons-ref+ #x00))))
+    (is (null (first back)))
+    (is (eq back (second back))))
+  (let ((back (binstore:restore (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04
+                                                binstore::+tag-cons-ref+ #x01
+                                                binstore::+tag-cons-ref+ #x00))))
+    (is (eq (cdr back) (car (second back))))
+    (is (eq back (cdr (second back)))))
+  (let ((back (binstore:restore (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04
+                                                binstore::+tag-cons-ref+ #x00
+                                                binstore::+tag-cons-ref+ #x00))))
+    (is (eq back (car (second back))))
+    (is (eq back (cdr (second back)))))
+  ;; the string is id 0, so #x40 is the same string
   (let ((back (binstore:restore (hostile-octets #x02 #x02 #x12 #x01 #x61 #x40))))
     (is (equal '("a" "a") back))
     (is (eq (first back) (second back))))

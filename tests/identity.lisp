@@ -143,6 +143,52 @@ the run being read, reach the right conses."
         (is (eq (fourth restored) (nthcdr 2 other)))
         (is (eq (fifth restored) (nthcdr 1 other)))))))
 
+(test cons-references-as-leaves
+  "References to conses are read straight from the window (alone, in runs of
+a list or a vector, and as the car or cdr of a CONS of two leaves) and
+through the general path (from a Gray stream's window, to a cons whose
+entry is not filled yet, to the cons being read): a tangled graph of conses
+and pairs of references restore with the same shape."
+  (let* ((state (sb-ext:seed-random-state 7))
+         (graph (coerce (loop repeat 300 collect (cons nil nil)) 'simple-vector))
+         (run (list 1 2 3 4 5 6))
+         (self (cons nil nil))
+         (data (list graph
+                     run
+                     ;; a reference to a run's first cons (filled when the run
+                     ;; is made) and one into it (filled when first read)
+                     (cons run (nthcdr 3 run))
+                     (cons (nthcdr 3 run) run)
+                     (cons 7 (nthcdr 4 run))
+                     (cons (nthcdr 5 run) 8)
+                     self
+                     (vector (nthcdr 1 run) run (nthcdr 2 run) 9 (nthcdr 1 run)))))
+    (dotimes (i 3000)
+      (setf (car (svref graph (random 300 state))) (svref graph (random 300 state))
+            (cdr (svref graph (random 300 state))) (svref graph (random 300 state))))
+    (setf (car self) self
+          (cdr self) self)
+    (let ((octets (binstore:store nil data :support-shared-list-structures t)))
+      ;; pairs of references were written
+      (is (search (vector binstore::+tag-cons+ binstore::+tag-cons-ref+) octets))
+      (dolist (restored (list (binstore:restore octets)
+                              (binstore:restore (make-instance 'octet-input-stream
+                                                               :octets octets))))
+        (check-same data restored :conses t)
+        (destructuring-bind (graph* run* a b c d self* v) restored
+          (declare (ignore graph*))
+          (is (eq run* (car a)))
+          (is (eq (nthcdr 3 run*) (cdr a)))
+          (is (eq (nthcdr 3 run*) (car b)))
+          (is (eq run* (cdr b)))
+          (is (eq (nthcdr 4 run*) (cdr c)))
+          (is (eq (nthcdr 5 run*) (car d)))
+          (is (and (eq self* (car self*)) (eq self* (cdr self*))))
+          (is (eq (nthcdr 1 run*) (svref v 0)))
+          (is (eq run* (svref v 1)))
+          (is (eq (nthcdr 2 run*) (svref v 2)))
+          (is (eq (nthcdr 1 run*) (svref v 4))))))))
+
 (test int64-runs-with-shared-list-structures
   "Lists of 8-byte integers are written packed with shared list structures
 too, and their conses still take ids."

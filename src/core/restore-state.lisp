@@ -293,6 +293,31 @@ wrong)."
         (values (svref (rs-refs rs) id) (+ p size))
         (values nil nil))))
 
+(declaim (inline window-cons-ref-id))
+(defun window-cons-ref-id (rs sap p end)
+  "If SAP+P (P below END) holds a CONS-REF whose varint the window holds,
+naming a cons made before whose entry in the table of conses by id is
+filled: the id and the offset after the reference; otherwise NIL and NIL.
+An entry CONS-BY-ID has yet to fill is left to the general path, so that
+the loops over leaves call nothing for it.  Reads nothing past END."
+  (declare (type restore-state rs) (type index p end))
+  (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
+    (if (and next
+             (< id (rs-next-cons-id rs))
+             (consp (svref (rs-cons-refs rs) id)))
+        (values id next)
+        (values nil nil))))
+
+(declaim (inline window-cons-ref))
+(defun window-cons-ref (rs sap p end)
+  "As WINDOW-REF, for a CONS-REF WINDOW-CONS-REF-ID reads: the cons and the
+offset after the reference, or NIL and NIL."
+  (declare (type restore-state rs) (type index p end))
+  (multiple-value-bind (id next) (window-cons-ref-id rs sap p end)
+    (if next
+        (values (svref (rs-cons-refs rs) id) next)
+        (values nil nil))))
+
 (defconstant +window-string-bytes+ 64
   "The longest base string WINDOW-BASE-STRING reads.")
 
@@ -415,6 +440,7 @@ READ-OBJECT would give it."
            (window-ref rs sap p end))
           ((= tag +tag-base-string+) (window-base-string rs p end))
           ((= tag +tag-string+) (window-character-string rs p end))
+          ((= tag +tag-cons-ref+) (window-cons-ref rs sap p end))
           ((or (= tag +tag-double-float+) (= tag +tag-complex-double+))
            (multiple-value-bind (x size) (window-boxed-float rs sap p end)
              (if (plusp size)
@@ -447,6 +473,9 @@ READ-OBJECT would give it."
            (size (cond ((>= tag +first-small-int-tag+) 1)
                        ((>= tag +first-small-ref-tag+)
                         (and (< (- tag +first-small-ref-tag+) (rs-next-id rs)) 1))
+                       ((= tag +tag-cons-ref+)
+                        (let ((next (nth-value 1 (window-cons-ref-id rs sap p end))))
+                          (and next (- next p))))
                        (t (leaf-bytes tag)))))
       (and size (<= (+ p size) end) size))))
 
@@ -529,11 +558,46 @@ says, both inline: the one reader of the loops over runs of strings."
       (window-base-string rs p end)
       (window-character-string rs p end)))
 
-(declaim (inline direct-container-tag-p))
-(defun direct-container-tag-p (tag)
-  "True for the tags of the containers READ-TAGGED sends to a reader of
-their own, which the loops for leaves would only look at and pass."
-  (or (= tag +tag-list+) (= tag +tag-instance+) (= tag +tag-simple-vector+)))
+(defconstant +general-kind+ 0 "A tag only READ-OBJECT reads.")
+(defconstant +integer-kind+ 1 "A tag of integers WINDOW-INTEGER reads.")
+(defconstant +single-kind+ 2 "The single-float tag.")
+(defconstant +boxed-kind+ 3 "A tag WINDOW-BOXED-FLOAT reads.")
+(defconstant +string-kind+ 4 "A tag WINDOW-STRING reads.")
+(defconstant +ref-kind+ 5 "A tag of references WINDOW-REF-ID reads.")
+(defconstant +leaf-kind+ 6 "A tag of another leaf, or a CONS, WINDOW-ELEMENT may read.")
+
+(sb-ext:define-load-time-global **window-kinds**
+    (let ((kinds (make-array 256 :element-type '(unsigned-byte 8)
+                                 :initial-element +general-kind+)))
+      (flet ((kind (kind &rest tags)
+               (dolist (tag tags)
+                 (setf (aref kinds tag) kind))))
+        (loop for tag from +first-small-int-tag+ to #xFF
+              do (kind +integer-kind+ tag))
+        (kind +integer-kind+ +tag-uint8+ +tag-negint8+)
+        (kind +single-kind+ +tag-single-float+)
+        (kind +boxed-kind+ +tag-double-float+ +tag-complex-double+)
+        (kind +string-kind+ +tag-base-string+ +tag-string+)
+        (loop for tag from +first-small-ref-tag+ below (+ +first-small-ref-tag+ +small-ref-count+)
+              do (kind +ref-kind+ tag))
+        (kind +ref-kind+ +tag-ref+)
+        (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-int16+ +tag-int32+ +tag-int64+
+              +tag-complex-single+ +tag-cons-ref+ +tag-cons+))
+      kinds)
+  "For each tag byte, which loop of FILL-CARS and FILL-ELEMENTS reads what
+starts with it: each pass over the window jumps to that loop, which runs
+while its kind of element follows.  Containers, symbols and every other
+tag go to READ-OBJECT.")
+(declaim (type (simple-array (unsigned-byte 8) (256)) **window-kinds**))
+
+(declaim (inline window-kind))
+(defun window-kind (sap p end)
+  "The kind in **WINDOW-KINDS** of the tag at SAP+P, or +GENERAL-KIND+ when
+P is not below END (the window is used up: READ-OBJECT refills it)."
+  (declare (type index p end))
+  (if (< p end)
+      (aref **window-kinds** (sb-sys:sap-ref-8 sap p))
+      +general-kind+))
 
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
@@ -543,93 +607,102 @@ their own, which the loops for leaves would only look at and pass."
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
              (start (ibuf-pos ib)) (p start))
         (declare (type index p start end))
-        ;; an instance, a vector or a proper list: straight to its
-        ;; reader, past the loops for leaves
-        (loop while (and (consp c) (< p end) (direct-container-tag-p (sb-sys:sap-ref-8 sap p)))
-              do (setf (car c) (read-object rs)
-                       last c
-                       c (cdr c)
-                       sap (ibuf-sap ib) end (ibuf-end ib) start (ibuf-pos ib) p start))
-        ;; integers of one or two bytes, the commonest cars, in a loop of
-        ;; its own variables that calls nothing, so that it runs in registers
-        (let ((q p) (d c) (dlast last))
-          (declare (type index q))
-          (loop while (and (consp d) (< q end))
-                do (multiple-value-bind (value size) (window-integer sap q end)
-                     (when (zerop size)
-                       (return))
-                     (setf (car d) value
-                           q (sb-ext:truly-the index (+ q size))
-                           dlast d
-                           d (cdr d))))
-          (setf p q c d last dlast))
-        ;; single-floats, immediate too, in a loop of their own
-        (let ((q p) (d c) (dlast last))
-          (declare (type index q))
-          (loop while (and (consp d) (window-single-float-p sap q end))
-                do (setf (car d) (sb-sys:sap-ref-single sap (+ q 1))
-                         q (+ q 5)
-                         dlast d
-                         d (cdr d)))
-          (setf p q c d last dlast))
-        ;; double-floats and complexes of them, each a fresh box taking an
-        ;; id when tracked
-        (let ((q p) (d c) (dlast last))
-          (declare (type index q))
-          (loop while (and (consp d) (< q end))
-                do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
-                     (when (zerop size)
-                       (return))
-                     (setf (car d) x
-                           q (sb-ext:truly-the index (+ q size)))
-                     ;; the next cons from D, in a register, before DLAST,
-                     ;; which lives on the stack: from DLAST each cdr would
-                     ;; wait for a store and a load
-                     (psetf d (cdr d) dlast d)))
-          (setf p q c d last dlast))
-        ;; short strings, each fresh and taking an id when tracked
-        (let ((q p) (d c) (dlast last))
-          (declare (type index q))
-          (loop while (and (consp d) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
-                do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
-                     (unless next
-                       (return))
-                     (setf (car d) s
-                           q next
-                           dlast d
-                           d (cdr d))))
-          (setf p q c d last dlast))
-        ;; references to objects made before: reading one gives no id,
-        ;; so the table and its count stay in registers too
-        (let ((q p) (d c) (dlast last) (refs (rs-refs rs)) (made (rs-next-id rs)))
-          (declare (type index q made))
-          (loop while (and (consp d) (< q end))
-                do (multiple-value-bind (id size) (window-ref-id sap q end)
-                     (when (or (zerop size) (>= id made))
-                       (return))
-                     (setf (car d) (svref refs id)
-                           q (sb-ext:truly-the index (+ q size)))
-                     ;; as in the loop over floats
-                     (psetf d (cdr d) dlast d)))
-          (setf p q c d last dlast))
-        ;; then other leaves the window holds, until the next such integer
-        (loop while (and (consp c) (< p end))
-              do (multiple-value-bind (value next) (window-element rs sap p end)
-                   (unless next
-                     (return))
-                   (setf (car c) value
-                         p next
-                         last c
-                         c (cdr c))
-                   (when (window-integer-next-p sap p end)
-                     (return))))
+        ;; Each pass runs the loop of the kind of element at P, in its own
+        ;; variables and calling nothing where it can, so that it runs in
+        ;; registers; it stops at another kind, or at an element the
+        ;; window does not hold whole.
+        (case (window-kind sap p end)
+          (#.+integer-kind+
+           ;; integers of one or two bytes, the commonest cars
+           (let ((q p) (d c) (dlast last))
+             (declare (type index q))
+             (loop while (and (consp d) (< q end))
+                   do (multiple-value-bind (value size) (window-integer sap q end)
+                        (when (zerop size)
+                          (return))
+                        (setf (car d) value
+                              q (sb-ext:truly-the index (+ q size))
+                              dlast d
+                              d (cdr d))))
+             (setf p q c d last dlast)))
+          (#.+single-kind+
+           (let ((q p) (d c) (dlast last))
+             (declare (type index q))
+             (loop while (and (consp d) (window-single-float-p sap q end))
+                   do (setf (car d) (sb-sys:sap-ref-single sap (+ q 1))
+                            q (+ q 5)
+                            dlast d
+                            d (cdr d)))
+             (setf p q c d last dlast)))
+          (#.+boxed-kind+
+           ;; double-floats and complexes of them, each a fresh box taking
+           ;; an id when tracked
+           (let ((q p) (d c) (dlast last))
+             (declare (type index q))
+             (loop while (and (consp d) (< q end))
+                   do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
+                        (when (zerop size)
+                          (return))
+                        (setf (car d) x
+                              q (sb-ext:truly-the index (+ q size)))
+                        ;; the next cons from D, in a register, before
+                        ;; DLAST, which lives on the stack: from DLAST each
+                        ;; cdr would wait for a store and a load
+                        (psetf d (cdr d) dlast d)))
+             (setf p q c d last dlast)))
+          (#.+string-kind+
+           ;; short strings, each fresh and taking an id when tracked
+           (let ((q p) (d c) (dlast last))
+             (declare (type index q))
+             (loop while (and (consp d) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
+                   do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
+                        (unless next
+                          (return))
+                        (setf (car d) s
+                              q next
+                              dlast d
+                              d (cdr d))))
+             (setf p q c d last dlast)))
+          (#.+ref-kind+
+           ;; references to objects made before: reading one gives no id,
+           ;; so the table and its count stay in registers too
+           (let ((q p) (d c) (dlast last) (refs (rs-refs rs)) (made (rs-next-id rs)))
+             (declare (type index q made))
+             (loop while (and (consp d) (< q end))
+                   do (multiple-value-bind (id size) (window-ref-id sap q end)
+                        (when (or (zerop size) (>= id made))
+                          (return))
+                        (setf (car d) (svref refs id)
+                              q (sb-ext:truly-the index (+ q size)))
+                        ;; as in the loop over floats
+                        (psetf d (cdr d) dlast d)))
+             (setf p q c d last dlast)))
+          (#.+leaf-kind+
+           ;; other leaves, and then any leaf, until the next small integer
+           (loop while (and (consp c) (< p end))
+                 do (multiple-value-bind (value next) (window-element rs sap p end)
+                      (unless next
+                        (return))
+                      (setf (car c) value
+                            p next
+                            last c
+                            c (cdr c))
+                      (when (window-integer-next-p sap p end)
+                        (return))))))
         (setf (ibuf-pos ib) p)
         (cond ((not (consp c)) (return last))
               ((= p start)
-               ;; not a leaf, or not whole in the window: the general path
-               (setf (car c) (read-object rs)
-                     last c
-                     c (cdr c))))))))
+               ;; the general path, for a container or another object only
+               ;; READ-OBJECT reads, for a leaf the window does not hold
+               ;; whole, or one its loop refuses (READ-OBJECT signals what
+               ;; is wrong); then for the next objects while they are of
+               ;; the general kind (a list of instances)
+               (loop do (setf (car c) (read-object rs)
+                              last c
+                              c (cdr c))
+                     while (and (consp c)
+                                (= (window-kind (ibuf-sap ib) (ibuf-pos ib) (ibuf-end ib))
+                                   +general-kind+)))))))))
 
 (defun fill-integer-elements (rs v i p end)
   "Store into the simple vector V, from index I on, the integers of one or
@@ -659,67 +732,67 @@ stack and marked the GC card of every store."
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
              (start (ibuf-pos ib)) (p start))
         (declare (type index p start end))
-        ;; an instance, a vector or a proper list: straight to its
-        ;; reader, past the loops for leaves
-        (loop while (and (< i n) (< p end) (direct-container-tag-p (sb-sys:sap-ref-8 sap p)))
-              do (setf (svref v i) (read-object rs))
-                 (incf i)
-                 (setf sap (ibuf-sap ib) end (ibuf-end ib) start (ibuf-pos ib) p start))
-        ;; as in FILL-CARS: integers of one or two bytes ...
-        (multiple-value-setq (i p) (fill-integer-elements rs v i p end))
-        ;; ... single-floats ...
-        (let ((q p) (j i))
-          (declare (type index q j))
-          (loop while (and (< j n) (window-single-float-p sap q end))
-                do (setf (svref v j) (sb-sys:sap-ref-single sap (+ q 1))
-                         q (+ q 5))
-                   (incf j))
-          (setf p q i j))
-        ;; ... double-floats and complexes of them ...
-        (let ((q p) (j i))
-          (declare (type index q j))
-          (loop while (and (< j n) (< q end))
-                do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
-                     (when (zerop size)
-                       (return))
-                     (setf (svref v j) x
-                           q (sb-ext:truly-the index (+ q size))))
-                   (incf j))
-          (setf p q i j))
-        ;; ... short strings ...
-        (let ((q p) (j i))
-          (declare (type index q j))
-          (loop while (and (< j n) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
-                do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
-                     (unless next
-                       (return))
-                     (setf (svref v j) s
-                           q next)
-                     (incf j)))
-          (setf p q i j))
-        ;; ... references ...
-        (let ((q p) (j i) (refs (rs-refs rs)) (made (rs-next-id rs)))
-          (declare (type index q j made))
-          (loop while (and (< j n) (< q end))
-                do (multiple-value-bind (id size) (window-ref-id sap q end)
-                     (when (or (zerop size) (>= id made))
-                       (return))
-                     (setf (svref v j) (svref refs id)
-                           q (sb-ext:truly-the index (+ q size)))
-                     (incf j)))
-          (setf p q i j))
-        ;; ... then other leaves
-        (loop while (and (< i n) (< p end))
-              do (multiple-value-bind (value next) (window-element rs sap p end)
-                   (unless next
-                     (return))
-                   (setf (svref v i) value
-                         p next)
-                   (incf i)
-                   (when (window-integer-next-p sap p end)
-                     (return))))
+        ;; as in FILL-CARS, a pass runs the loop of the kind at P
+        (case (window-kind sap p end)
+          (#.+integer-kind+
+           (multiple-value-setq (i p) (fill-integer-elements rs v i p end)))
+          (#.+single-kind+
+           (let ((q p) (j i))
+             (declare (type index q j))
+             (loop while (and (< j n) (window-single-float-p sap q end))
+                   do (setf (svref v j) (sb-sys:sap-ref-single sap (+ q 1))
+                            q (+ q 5))
+                      (incf j))
+             (setf p q i j)))
+          (#.+boxed-kind+
+           (let ((q p) (j i))
+             (declare (type index q j))
+             (loop while (and (< j n) (< q end))
+                   do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
+                        (when (zerop size)
+                          (return))
+                        (setf (svref v j) x
+                              q (sb-ext:truly-the index (+ q size))))
+                      (incf j))
+             (setf p q i j)))
+          (#.+string-kind+
+           (let ((q p) (j i))
+             (declare (type index q j))
+             (loop while (and (< j n) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
+                   do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
+                        (unless next
+                          (return))
+                        (setf (svref v j) s
+                              q next)
+                        (incf j)))
+             (setf p q i j)))
+          (#.+ref-kind+
+           (let ((q p) (j i) (refs (rs-refs rs)) (made (rs-next-id rs)))
+             (declare (type index q j made))
+             (loop while (and (< j n) (< q end))
+                   do (multiple-value-bind (id size) (window-ref-id sap q end)
+                        (when (or (zerop size) (>= id made))
+                          (return))
+                        (setf (svref v j) (svref refs id)
+                              q (sb-ext:truly-the index (+ q size)))
+                        (incf j)))
+             (setf p q i j)))
+          (#.+leaf-kind+
+           (loop while (and (< i n) (< p end))
+                 do (multiple-value-bind (value next) (window-element rs sap p end)
+                      (unless next
+                        (return))
+                      (setf (svref v i) value
+                            p next)
+                      (incf i)
+                      (when (window-integer-next-p sap p end)
+                        (return))))))
         (setf (ibuf-pos ib) p)
         (cond ((>= i n) (return v))
               ((= p start)
-               (setf (svref v i) (read-object rs))
-               (incf i)))))))
+               ;; as in FILL-CARS: the general path
+               (loop do (setf (svref v i) (read-object rs))
+                        (incf i)
+                     while (and (< i n)
+                                (= (window-kind (ibuf-sap ib) (ibuf-pos ib) (ibuf-end ib))
+                                   +general-kind+)))))))))
