@@ -323,6 +323,89 @@ the cons of the first car not written and how many are left."
               (when (< written block)
                 (return (values c n)))))))))
 
+(defconstant +short-list-conses+ 8
+  "The most conses WRITE-SHORT-LEAF-LIST writes: a run of them has a
+one-byte length, and room for it is cheap to reserve.")
+
+(declaim (inline put-immediate-leaf))
+(defun put-immediate-leaf (out x boxed)
+  "PUT-PLAIN-LEAF for NIL and T too: store X at the pointer OUT when it is
+NIL, T, a fixnum or a single float, or with BOXED a double or a complex of
+floats; return the pointer after it, or OUT itself, writing nothing."
+  (declare (type sb-sys:system-area-pointer out))
+  (cond ((null x) (setf (sb-sys:sap-ref-8 out 0) +tag-nil+) (sb-sys:sap+ out 1))
+        ((eq x t) (setf (sb-sys:sap-ref-8 out 0) +tag-t+) (sb-sys:sap+ out 1))
+        (t (put-plain-leaf out x boxed))))
+
+(declaim (inline short-leaf-list-candidate-p))
+(defun short-leaf-list-candidate-p (ss list)
+  "True when conses are not tracked and the first car of the cons LIST is
+of a kind that WRITE-SHORT-LEAF-LIST may take: the test, inline in
+WRITE-OBJECT, that spares the call for other lists (a list of instances)."
+  (and (not (ss-lists ss))
+       (typep (car list) '(or null (eql t) fixnum single-float boxed-leaf))))
+
+(defun write-short-leaf-list (ss list)
+  "Write LIST when it is a run of at most +SHORT-LIST-CONSES+ conses whose
+cars, and tail when dotted, are leaves PUT-IMMEDIATE-LEAF takes (boxed ones
+only without reference tracking, where they take no id), as WRITE-OBJECT
+would write it, in one function that calls nothing; return true.  Otherwise
+return NIL, having written nothing: with tracked conses, where the run is
+deferred or too deep, a longer or circular list, a first car needing the
+8-byte form (a run of them is packed), another kind of car, or too little
+room in the window.  A list of a few numbers (a point, a pair, a small
+record) otherwise took a dozen calls through the general writer."
+  (declare (type store-state ss) (type cons list) (optimize speed))
+  (let ((ob (ss-obuf ss))
+        (max (ss-max-depth ss))
+        (boxed (not (ss-track ss)))
+        (first (car list))
+        (n 0)
+        (tail list))
+    (declare (type index n))
+    (when (or (int64-element-p first)
+              (ss-lists ss)
+              (>= (ss-depth ss) +max-physical-depth+)
+              (and max (>= (+ (ss-depth ss) (ss-depth-base ss)) max)))
+      (return-from write-short-leaf-list nil))
+    (loop while (consp tail)
+          do (when (= n +short-list-conses+)
+               (return-from write-short-leaf-list nil))
+             (incf n)
+             (setf tail (cdr tail)))
+    (let ((p (obuf-pos ob)))
+      (when (< (- (obuf-end ob) p) (+ 2 (* (1+ +short-list-conses+) +max-leaf-bytes+)))
+        (return-from write-short-leaf-list nil))
+      (let* ((sap (obuf-sap ob))
+             (out (sb-sys:sap+ sap p)))
+        ;; the header, as WRITE-LIST-HEADER writes it (N fits one byte)
+        (cond ((null tail)
+               (setf (sb-sys:sap-ref-8 out 0) +tag-list+
+                     (sb-sys:sap-ref-8 out 1) n
+                     out (sb-sys:sap+ out 2)))
+              ((= n 1)
+               (setf (sb-sys:sap-ref-8 out 0) +tag-cons+
+                     out (sb-sys:sap+ out 1)))
+              (t
+               (setf (sb-sys:sap-ref-8 out 0) +tag-dotted-list+
+                     (sb-sys:sap-ref-8 out 1) n
+                     out (sb-sys:sap+ out 2))))
+        (flet ((put (x)
+                 (let ((after (put-immediate-leaf out x boxed)))
+                   (when (sb-sys:sap= after out)
+                     (return-from write-short-leaf-list nil))
+                   (setf out after))))
+          ;; inline, so that it neither closes over OUT nor leaves by a
+          ;; non-local exit
+          (declare (inline put))
+          (loop for c = list then (cdr c)
+                repeat n
+                do (put (car c)))
+          (when tail
+            (put tail)))
+        (setf (obuf-pos ob) (sb-sys:sap- out sap))
+        t))))
+
 (defun write-list-header (ss list)
   "Write the tag and length of the run at LIST; return (n . tail) for the
 contents, where a tail of :INT64 marks a packed run of integers."

@@ -47,7 +47,8 @@ vector): its id can be taken before it is written, in the same probe."
     (typecase x
       (fixnum (write-fixnum ob x))
       (null (write-u8 ob +tag-nil+))
-      (cons (write-container-object ss x))
+      (cons (or (and (short-leaf-list-candidate-p ss x) (write-short-leaf-list ss x))
+                (write-container-object ss x)))
       (symbol (if (eq x t) (write-u8 ob +tag-t+) (write-symbol ss x)))
       (double-float (tracked-simple-leaf (ss x) (write-double-float ob x)))
       (single-float (write-single-float ob x))
