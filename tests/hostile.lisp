@@ -190,7 +190,12 @@ objects before the cut or signals INVALID-INPUT."
                                        binstore::+tag-cons-ref+ #x03)
                        (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04 binstore::+tag-cons-ref+ #x05 #x00)
                        (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-cons-ref+ #x80)
-                       (hostile-octets #x02 #x02 #x00 binstore::+tag-cons-ref+ #x00)))
+                       (hostile-octets #x02 #x02 #x00 binstore::+tag-cons-ref+ #x00)
+                       ;; a short list read from the window: an undefined
+                       ;; reference, cut short, and of length 0
+                       (hostile-octets #x02 #x02 #x00 #x02 #x02 #x61 #x45)
+                       (hostile-octets #x02 #x02 #x00 #x02 #x03 #x61 #x62)
+                       (hostile-octets #x02 #x02 #x00 #x02 #x00)))
     (let ((c (hostile-restore-condition bytes)))
       (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
   ;; the controls: a list whose second element is its first cons, and
@@ -209,6 +214,14 @@ objects before the cut or signals INVALID-INPUT."
                                                 binstore::+tag-cons-ref+ #x00))))
     (is (eq back (car (second back))))
     (is (eq back (cdr (second back)))))
+  ;; a short list whose second element is its own second cons: refused by
+  ;; the window, which has not given the list its ids, and read by the
+  ;; general path, which has
+  (let* ((back (binstore:restore (hostile-octets #x23 #x03 #x02 #x02 #x00 #x02 #x02 #x61
+                                                 binstore::+tag-cons-ref+ #x03)))
+         (inner (second back)))
+    (is (eql -15 (first inner)))           ; #x61, an integer in its tag
+    (is (eq (cdr inner) (second inner))))
   ;; the string is id 0, so #x40 is the same string
   (let ((back (binstore:restore (hostile-octets #x02 #x02 #x12 #x01 #x61 #x40))))
     (is (equal '("a" "a") back))

@@ -423,3 +423,55 @@ each repeat is the same string as its first occurrence."
     (is (= binstore::+tag-end+ (aref bytes (1- (length bytes)))))
     (is (equal "both" (binstore:restore (concatenate '(vector (unsigned-byte 8)) bytes
                                                      (octet-vector 1 2 3)))))))
+
+(test short-lists-from-the-window
+  "Lists of up to eight leaves that take no id (integers of every width,
+single-floats, NIL, T, references to objects and to conses) are made
+straight from the window; a list holding a leaf that takes an id, or nine
+elements, goes to the general path.  From a vector and from a Gray stream
+they restore alike, with their sharing, in each mode."
+  (let* ((s (copy-seq "shared"))
+         (d (float 7 1d0))
+         (head (list 1 2 3))
+         (data (list s d head
+                     (list 1 s 2) (list s d) (list d 1)
+                     (list head (cdr head) (cddr head))
+                     (list nil t -300 70000 (expt 2 40) (expt 2 62) 1.5f0 -16)
+                     (list 1 2 3 4 5 6 7 8) (list 1 2 3 4 5 6 7 8 9)
+                     (list 1 (float 4 1d0) 2) (list (cons 1 2) 3)
+                     (vector (list 1 2) (list 3 d) (list s) d))))
+    (dolist (options '((:track-references nil) () (:support-shared-list-structures t)))
+      (let* ((octets (apply #'binstore:store nil data options))
+             (identity (getf options :track-references t))
+             (conses (getf options :support-shared-list-structures)))
+        (dolist (restored (list (binstore:restore octets)
+                                (binstore:restore (make-instance 'octet-input-stream
+                                                                 :octets octets))))
+          (check-same data restored :identity identity :conses conses)
+          (when identity
+            (destructuring-bind (s* d* head* a b c shared &rest rest) restored
+              (declare (ignore rest))
+              (is (eq s* (second a)))
+              (is (eq s* (first b)))
+              (is (eq d* (second b)))
+              (is (eq d* (first c)))
+              (is (eq d* (second (aref (car (last restored)) 1))))
+              (when conses
+                (is (eq head* (first shared)))
+                (is (eq (cdr head*) (second shared)))
+                (is (eq (cddr head*) (third shared)))))))))
+    ;; charged against max-to-read as a list read by the general path
+    (flet ((outcome (element max)
+             (handler-case
+                 (progn (binstore:restore (binstore:store nil (make-list 50 :initial-element
+                                                                         (list 1 element 3)))
+                                          :max-to-read max)
+                        :restored)
+               (binstore:limit-exceeded () :refused))))
+      (loop for max from 2000 to 4000 by 100
+            do (is (eq (outcome #\a max) (outcome 2 max)) "max-to-read ~d" max)))
+    ;; one level deeper than what holds it, as a list read by the general path
+    (let ((octets (binstore:store nil (list 1 (list 2 3)))))
+      (is (equal '(1 (2 3)) (binstore:restore octets :max-depth 2)))
+      (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
+                           (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c))))))))

@@ -426,6 +426,44 @@ take the same path."
                    17))
           (t (values nil 0)))))
 
+(declaim (inline fixed-leaf-value))
+(defun fixed-leaf-value (sap q tag)
+  "The value of the leaf of fixed size that TAG begins, its payload at SAP+Q:
+NIL, T, an integer of one to eight bytes, or (for any other tag) a
+single-float."
+  (case tag
+    (#.+tag-nil+ nil)
+    (#.+tag-t+ t)
+    (#.+tag-uint8+ (sb-sys:sap-ref-8 sap q))
+    (#.+tag-negint8+ (- -1 (sb-sys:sap-ref-8 sap q)))
+    (#.+tag-int16+ (sb-sys:signed-sap-ref-16 sap q))
+    (#.+tag-int32+ (sb-sys:signed-sap-ref-32 sap q))
+    (#.+tag-int64+ (sb-sys:signed-sap-ref-64 sap q))
+    (t (sb-sys:sap-ref-single sap q))))
+
+(declaim (inline window-pure-leaf))
+(defun window-pure-leaf (rs sap p end)
+  "If the object at SAP+P (P below END) is a leaf the window holds whole
+whose reading gives no id (an integer, a single-float, NIL, T, or a
+reference to an object or a cons made before): that object and the offset
+after it; otherwise NIL and NIL.  Reading one changes nothing but the
+cache of conses by id, so a reader may read several and then give up."
+  (declare (type restore-state rs) (type index p end))
+  (let ((tag (sb-sys:sap-ref-8 sap p)))
+    (cond ((>= tag +first-small-int-tag+)
+           (values (- tag +small-int-bias+) (+ p 1)))
+          ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+))
+           (window-ref rs sap p end))
+          ((= tag +tag-cons-ref+) (window-cons-ref rs sap p end))
+          (t (let ((size (leaf-bytes tag))
+                   (q (+ p 1)))
+               (if (or (null size) (> (+ p size) end)
+                       ;; the boxed floats LEAF-BYTES sizes, which take ids
+                       (= tag +tag-double-float+) (= tag +tag-complex-single+)
+                       (= tag +tag-complex-double+))
+                   (values nil nil)
+                   (values (fixed-leaf-value sap q tag) (+ p size))))))))
+
 (declaim (inline window-leaf))
 (defun window-leaf (rs sap p end)
   "If the object at SAP+P (P below END) is a leaf the window holds whole,
@@ -433,6 +471,9 @@ that object and the offset after it; otherwise NIL and NIL.  An object of
 a tracked kind read here (a double, complex or string) takes its id, as
 READ-OBJECT would give it."
   (declare (type restore-state rs) (type index p end))
+  ;; WINDOW-PURE-LEAF's first clauses are written out again here: built on
+  ;; it, the loops that inline this one spilled more (a list of pairs of
+  ;; integers took 6% more instructions to restore)
   (let ((tag (sb-sys:sap-ref-8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (- tag +small-int-bias+) (+ p 1)))
@@ -450,18 +491,10 @@ READ-OBJECT would give it."
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end))
                    (values nil nil)
-                   (values (case tag
-                             (#.+tag-nil+ nil)
-                             (#.+tag-t+ t)
-                             (#.+tag-uint8+ (sb-sys:sap-ref-8 sap q))
-                             (#.+tag-negint8+ (- -1 (sb-sys:sap-ref-8 sap q)))
-                             (#.+tag-int16+ (sb-sys:signed-sap-ref-16 sap q))
-                             (#.+tag-int32+ (sb-sys:signed-sap-ref-32 sap q))
-                             (#.+tag-int64+ (sb-sys:signed-sap-ref-64 sap q))
-                             (#.+tag-single-float+ (sb-sys:sap-ref-single sap q))
-                             (t ; complex-single, the only other tag LEAF-BYTES sizes
-                              (register rs (complex (sb-sys:sap-ref-single sap q)
-                                                    (sb-sys:sap-ref-single sap (+ q 4))))))
+                   (values (if (= tag +tag-complex-single+)
+                               (register rs (complex (sb-sys:sap-ref-single sap q)
+                                                     (sb-sys:sap-ref-single sap (+ q 4))))
+                               (fixed-leaf-value sap q tag))
                            (+ p size))))))))
 
 (declaim (inline window-leaf-bytes))
@@ -502,14 +535,60 @@ before either is read, so nothing takes an id unless the cons is made."
             (register-run rs cell 1))
           (values cell (+ p 1 car-bytes cdr-bytes))))))
 
+(defconstant +window-list-conses+ 8
+  "The most conses WINDOW-SHORT-LIST makes: a list of them has a one-byte
+length.")
+
+(defun window-short-list (rs p end)
+  "If the object the window holds at P (below END) is a LIST of at most
++WINDOW-LIST-CONSES+ elements that WINDOW-PURE-LEAF reads, and max-depth
+allows it: make it and return it and the offset after it; otherwise NIL
+and NIL.  The list takes its cons ids after its elements are read, which
+is the same: a pure leaf takes none, and a reference to one of the list's
+own conses is refused (it names an id not yet given), which leaves the
+list to the general path."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* ((sap (ibuf-sap (rs-ibuf rs)))
+         (max (rs-max-depth rs))
+         (q (+ p 2))
+         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 0)))
+    (declare (type index q))
+    (flet ((refuse ()
+             (return-from window-short-list (values nil nil))))
+      (declare (inline refuse))
+      ;; N is a one-byte varint, the length itself; the list is one level
+      ;; deeper than the run it is in
+      (unless (and (<= 1 n +window-list-conses+)
+                   (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max)))
+        (refuse))
+      (let ((run (let ((run nil))
+                   (dotimes (i n run)
+                     (push nil run)))))
+        (loop for c on run
+              do (unless (< q end)
+                   (refuse))
+                 (multiple-value-bind (value next) (window-pure-leaf rs sap q end)
+                   (unless next
+                     (refuse))
+                   (setf (car c) value
+                         q next)))
+        (charge rs (* 16 n))
+        (when (rs-track-conses rs)
+          (register-run rs run n))
+        (values run q)))))
+
 (declaim (inline window-element))
 (defun window-element (rs sap p end)
-  "As WINDOW-LEAF, and also for a cons of two leaves (see WINDOW-PAIR)."
+  "As WINDOW-LEAF, and also for a short list of pure leaves (see
+WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
   (declare (type restore-state rs) (type index p end))
   (multiple-value-bind (value next) (window-leaf rs sap p end)
-    (cond (next (values value next))
-          ((= (sb-sys:sap-ref-8 sap p) +tag-cons+) (window-pair rs p end))
-          (t (values nil nil)))))
+    (if next
+        (values value next)
+        (let ((tag (sb-sys:sap-ref-8 sap p)))
+          (cond ((= tag +tag-cons+) (window-pair rs p end))
+                ((= tag +tag-list+) (window-short-list rs p end))
+                (t (values nil nil)))))))
 
 (declaim (inline window-integer))
 (defun window-integer (sap p end)
@@ -564,7 +643,7 @@ says, both inline: the one reader of the loops over runs of strings."
 (defconstant +boxed-kind+ 3 "A tag WINDOW-BOXED-FLOAT reads.")
 (defconstant +string-kind+ 4 "A tag WINDOW-STRING reads.")
 (defconstant +ref-kind+ 5 "A tag of references WINDOW-REF-ID reads.")
-(defconstant +leaf-kind+ 6 "A tag of another leaf, or a CONS, WINDOW-ELEMENT may read.")
+(defconstant +leaf-kind+ 6 "A tag of another leaf, a CONS or a LIST, WINDOW-ELEMENT may read.")
 
 (sb-ext:define-load-time-global **window-kinds**
     (let ((kinds (make-array 256 :element-type '(unsigned-byte 8)
@@ -582,12 +661,14 @@ says, both inline: the one reader of the loops over runs of strings."
               do (kind +ref-kind+ tag))
         (kind +ref-kind+ +tag-ref+)
         (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-int16+ +tag-int32+ +tag-int64+
-              +tag-complex-single+ +tag-cons-ref+ +tag-cons+))
+              +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+))
       kinds)
   "For each tag byte, which loop of FILL-CARS and FILL-ELEMENTS reads what
 starts with it: each pass over the window jumps to that loop, which runs
-while its kind of element follows.  Containers, symbols and every other
-tag go to READ-OBJECT.")
+while its kind of element follows.  Conses and proper lists go to the
+loop of other leaves, which makes the short ones of leaves there
+(WINDOW-ELEMENT); other containers, symbols and every other tag go to
+READ-OBJECT.")
 (declaim (type (simple-array (unsigned-byte 8) (256)) **window-kinds**))
 
 (declaim (inline window-kind))
