@@ -261,6 +261,20 @@ general one)."
       (14 (format nil "s~d" (random 100 state)))
       (t (+ (expt 2 40) (random 1000 state))))))
 
+(defun check-depth-limit-alike (general short wrap)
+  "Check that GENERAL (a container the general writer takes) and SHORT (one
+a short-container writer takes), each inside 0 to 3 levels of WRAP, are
+stored or refused alike under max-depth 0 to 4."
+  (dolist (depth '(0 1 2 3))
+    (dolist (max '(0 1 2 3 4))
+      (flet ((outcome (data)
+               (dotimes (i depth)
+                 (setf data (funcall wrap data)))
+               (handler-case (progn (binstore:store nil data :max-depth max) :stored)
+                 (binstore:limit-exceeded () :refused))))
+        (is (eq (outcome general) (outcome short))
+            "depth ~d, max-depth ~d" depth max)))))
+
 (test short-lists-of-leaves-bytes
   "Runs of up to eight conses and one more, proper, dotted and single
 conses, of leaves of every kind, in each mode: the exact bytes the format
@@ -293,16 +307,7 @@ gives them, on every place, and a round trip."
 list: max-depth refuses it where it refuses a list the short-list writer
 leaves alone; a short circular list is refused without shared list
 structures and written with them."
-  (dolist (depth '(0 1 2 3))
-    (dolist (max '(0 1 2 3 4))
-      (flet ((outcome (leaves)
-               (let ((data leaves))
-                 (dotimes (i depth)
-                   (setf data (vector data)))
-                 (handler-case (progn (binstore:store nil data :max-depth max) :stored)
-                   (binstore:limit-exceeded () :refused)))))
-        (is (eq (outcome (list 1 #\a)) (outcome (list 1 2)))
-            "depth ~d, max-depth ~d" depth max))))
+  (check-depth-limit-alike (list 1 #\a) (list 1 2) #'vector)
   (let ((ring (list 1 2 3)))
     (setf (cdr (last ring)) ring)
     (is (typep (handler-case (progn (binstore:store nil (list ring)) nil)
@@ -312,3 +317,31 @@ structures and written with them."
                                                   :support-shared-list-structures t))))
       (is (eq (first back) (cdddr (first back))))
       (is (equal '(1 2 3) (subseq (first back) 0 3))))))
+
+(test short-vectors-of-leaves-bytes
+  "Simple vectors of up to eight elements and one more, of leaves of every
+kind (WRITE-SHORT-LEAF-VECTOR takes those of immediates, and of boxed
+floats without tracking), in each mode: the bytes the format gives them, a
+reference for a vector written before, and the depth limit of any vector."
+  (let ((state (sb-ext:seed-random-state 43)))
+    (dolist (options '((:track-references nil) ()))
+      (loop for n from 0 to 9
+            do (dotimes (k 40)
+                 (let* ((elements (loop repeat n collect (short-list-leaf state)))
+                        (v (coerce elements 'simple-vector))
+                        (expected (concatenate '(vector (unsigned-byte 8))
+                                               (butlast (coerce (apply #'binstore:store nil nil options)
+                                                                'list))
+                                               (list binstore::+tag-simple-vector+ n)
+                                               (loop for x in elements
+                                                     append (coerce (stored-alone x options) 'list)))))
+                   (is (equalp expected (apply #'binstore:store nil v options))
+                       "~s ~s" v options)
+                   (if (getf options :track-references t)
+                       (let ((back (binstore:restore (binstore:store nil (list v (vector v) v)))))
+                         (check-same (list v (vector v) v) back)
+                         (is (eq (first back) (third back)))
+                         (is (eq (first back) (aref (second back) 0))))
+                       (check-same v (binstore:restore (apply #'binstore:store nil v options))
+                                   :identity nil)))))))
+  (check-depth-limit-alike (vector 1 #\a) (vector 1 2) #'list))

@@ -327,16 +327,6 @@ the cons of the first car not written and how many are left."
   "The most conses WRITE-SHORT-LEAF-LIST writes: a run of them has a
 one-byte length, and room for it is cheap to reserve.")
 
-(declaim (inline put-immediate-leaf))
-(defun put-immediate-leaf (out x boxed)
-  "PUT-PLAIN-LEAF for NIL and T too: store X at the pointer OUT when it is
-NIL, T, a fixnum or a single float, or with BOXED a double or a complex of
-floats; return the pointer after it, or OUT itself, writing nothing."
-  (declare (type sb-sys:system-area-pointer out))
-  (cond ((null x) (setf (sb-sys:sap-ref-8 out 0) +tag-nil+) (sb-sys:sap+ out 1))
-        ((eq x t) (setf (sb-sys:sap-ref-8 out 0) +tag-t+) (sb-sys:sap+ out 1))
-        (t (put-plain-leaf out x boxed))))
-
 (declaim (inline short-leaf-list-candidate-p))
 (defun short-leaf-list-candidate-p (ss list)
   "True when conses are not tracked and the first car of the cons LIST is

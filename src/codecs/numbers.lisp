@@ -228,6 +228,16 @@ the pointer after it, or OUT itself, writing nothing, for anything else."
          (put-complex-float out x))
         (t out)))
 
+(declaim (inline put-immediate-leaf))
+(defun put-immediate-leaf (out x boxed)
+  "PUT-PLAIN-LEAF for NIL and T too: store X at the pointer OUT when it is
+NIL, T, a fixnum or a single float, or with BOXED a double or a complex of
+floats; return the pointer after it, or OUT itself, writing nothing."
+  (declare (type sb-sys:system-area-pointer out))
+  (cond ((null x) (setf (sb-sys:sap-ref-8 out 0) +tag-nil+) (sb-sys:sap+ out 1))
+        ((eq x t) (setf (sb-sys:sap-ref-8 out 0) +tag-t+) (sb-sys:sap+ out 1))
+        (t (put-plain-leaf out x boxed))))
+
 (declaim (inline put-leaf))
 (defun put-leaf (sap p x refs)
   "Store X at SAP+P when it is a number without parts: an integer of 63

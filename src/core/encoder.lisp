@@ -55,7 +55,8 @@ vector): its id can be taken before it is written, in the same probe."
       (character (write-character ob x))
       (simple-base-string (tracked-simple-leaf (ss x) (write-simple-base-string ob x)))
       ((simple-array character (*)) (tracked-simple-leaf (ss x) (write-character-string ob x)))
-      (simple-vector (write-container-object ss x))
+      (simple-vector (or (and (short-leaf-vector-candidate-p x) (write-short-leaf-vector ss x))
+                         (write-container-object ss x)))
       ;; Integers within 63 bits are SBCL's fixnums: immediate, never tracked.
       ;; The test is on the value, so every Lisp writes the same bytes.
       (integer (if (typep x '(signed-byte 63))
