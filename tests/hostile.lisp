@@ -195,7 +195,11 @@ objects before the cut or signals INVALID-INPUT."
                        ;; reference, cut short, and of length 0
                        (hostile-octets #x02 #x02 #x00 #x02 #x02 #x61 #x45)
                        (hostile-octets #x02 #x02 #x00 #x02 #x03 #x61 #x62)
-                       (hostile-octets #x02 #x02 #x00 #x02 #x00)))
+                       (hostile-octets #x02 #x02 #x00 #x02 #x00)
+                       ;; a short vector read from the window: an undefined
+                       ;; reference, and cut short
+                       (hostile-octets #x02 #x02 #x00 #x14 #x02 #x61 #x45)
+                       (hostile-octets #x02 #x02 #x00 #x14 #x03 #x61 #x62)))
     (let ((c (hostile-restore-condition bytes)))
       (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
   ;; the controls: a list whose second element is its first cons, and
@@ -222,6 +226,11 @@ objects before the cut or signals INVALID-INPUT."
          (inner (second back)))
     (is (eql -15 (first inner)))           ; #x61, an integer in its tag
     (is (eq (cdr inner) (second inner))))
+  ;; a short vector in a vector, whose element is itself: refused by the
+  ;; window, which has not given it its id, and read by the general path
+  (let* ((back (binstore:restore (hostile-octets #x14 #x02 #x00 #x14 #x01 #x41)))
+         (inner (aref back 1)))
+    (is (eq inner (aref inner 0))))
   ;; the string is id 0, so #x40 is the same string
   (let ((back (binstore:restore (hostile-octets #x02 #x02 #x12 #x01 #x61 #x40))))
     (is (equal '("a" "a") back))

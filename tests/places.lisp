@@ -475,3 +475,49 @@ they restore alike, with their sharing, in each mode."
       (is (equal '(1 (2 3)) (binstore:restore octets :max-depth 2)))
       (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
                            (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c))))))))
+
+(test short-vectors-from-the-window
+  "Simple vectors of up to eight pure leaves are made straight from the
+window, taking their ids after their elements (which take none): shared
+ones, ones holding references, one holding a double or nine elements (the
+general path) restore alike from a vector and a Gray stream, in each mode,
+and are charged and depth-limited as the general path does it."
+  (let* ((s (copy-seq "shared"))
+         (d (float 7 1d0))
+         (small (vector 1 2 3))
+         (data (list s d small
+                     (vector 1 s 2) (vector s d) (vector)
+                     (vector nil t -300 70000 (expt 2 40) (expt 2 62) 1.5f0 -16)
+                     (vector 1 2 3 4 5 6 7 8 9)
+                     (vector 1 (float 4 1d0) 2)
+                     (list small (vector small) small))))
+    (dolist (options '((:track-references nil) ()))
+      (let* ((octets (apply #'binstore:store nil data options))
+             (identity (getf options :track-references t)))
+        (dolist (restored (list (binstore:restore octets)
+                                (binstore:restore (make-instance 'octet-input-stream
+                                                                 :octets octets))))
+          (check-same data restored :identity identity)
+          (when identity
+            (destructuring-bind (s* d* small* a b &rest rest) restored
+              (is (eq s* (aref a 1)))
+              (is (eq s* (aref b 0)))
+              (is (eq d* (aref b 1)))
+              (let ((shared (car (last rest))))
+                (is (eq small* (first shared)))
+                (is (eq small* (aref (second shared) 0)))
+                (is (eq small* (third shared))))))))))
+  (flet ((outcome (element max)
+           (handler-case
+               (progn (binstore:restore (binstore:store nil (make-list 50 :initial-element
+                                                                       (vector 1 element 3))
+                                                        :track-references nil)
+                                        :max-to-read max)
+                      :restored)
+             (binstore:limit-exceeded () :refused))))
+    (loop for max from 2000 to 4000 by 100
+          do (is (eq (outcome #\a max) (outcome 2 max)) "max-to-read ~d" max)))
+  (let ((octets (binstore:store nil (list 1 (vector 2 3)))))
+    (is (equalp '(1 #(2 3)) (binstore:restore octets :max-depth 2)))
+    (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
+                         (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c)))))))

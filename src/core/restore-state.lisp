@@ -577,10 +577,43 @@ list to the general path."
           (register-run rs run n))
         (values run q)))))
 
+(defun window-short-vector (rs p end)
+  "If the object the window holds at P (below END) is a SIMPLE-VECTOR of at
+most +WINDOW-LIST-CONSES+ elements that WINDOW-PURE-LEAF reads, and
+max-depth allows it: make it (with its id, when objects are tracked) and
+return it and the offset after it; otherwise NIL and NIL, as
+WINDOW-SHORT-LIST and for the same reasons: the vector takes its id after
+its elements are read, which is the same, and a reference to itself is
+refused."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* ((sap (ibuf-sap (rs-ibuf rs)))
+         (max (rs-max-depth rs))
+         (q (+ p 2))
+         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) #xFF)))
+    (declare (type index q))
+    (flet ((refuse ()
+             (return-from window-short-vector (values nil nil))))
+      (declare (inline refuse))
+      (unless (and (<= n +window-list-conses+)
+                   (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max)))
+        (refuse))
+      (let ((v (make-array n)))
+        (dotimes (i n)
+          (unless (< q end)
+            (refuse))
+          (multiple-value-bind (value next) (window-pure-leaf rs sap q end)
+            (unless next
+              (refuse))
+            (setf (svref v i) value
+                  q next)))
+        ;; as READ-SIMPLE-VECTOR-HEADER charges it
+        (charge rs (* 8 (+ n 2)))
+        (values (register rs v) q)))))
+
 (declaim (inline window-element))
 (defun window-element (rs sap p end)
-  "As WINDOW-LEAF, and also for a short list of pure leaves (see
-WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
+  "As WINDOW-LEAF, and also for a short list or simple vector of pure
+leaves (see WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
   (declare (type restore-state rs) (type index p end))
   (multiple-value-bind (value next) (window-leaf rs sap p end)
     (if next
@@ -588,6 +621,7 @@ WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
         (let ((tag (sb-sys:sap-ref-8 sap p)))
           (cond ((= tag +tag-cons+) (window-pair rs p end))
                 ((= tag +tag-list+) (window-short-list rs p end))
+                ((= tag +tag-simple-vector+) (window-short-vector rs p end))
                 (t (values nil nil)))))))
 
 (declaim (inline window-integer))
@@ -643,7 +677,7 @@ says, both inline: the one reader of the loops over runs of strings."
 (defconstant +boxed-kind+ 3 "A tag WINDOW-BOXED-FLOAT reads.")
 (defconstant +string-kind+ 4 "A tag WINDOW-STRING reads.")
 (defconstant +ref-kind+ 5 "A tag of references WINDOW-REF-ID reads.")
-(defconstant +leaf-kind+ 6 "A tag of another leaf, a CONS or a LIST, WINDOW-ELEMENT may read.")
+(defconstant +leaf-kind+ 6 "A tag of another leaf, a CONS, a LIST or a SIMPLE-VECTOR, WINDOW-ELEMENT may read.")
 
 (sb-ext:define-load-time-global **window-kinds**
     (let ((kinds (make-array 256 :element-type '(unsigned-byte 8)
@@ -661,14 +695,14 @@ says, both inline: the one reader of the loops over runs of strings."
               do (kind +ref-kind+ tag))
         (kind +ref-kind+ +tag-ref+)
         (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-int16+ +tag-int32+ +tag-int64+
-              +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+))
+              +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+ +tag-simple-vector+))
       kinds)
   "For each tag byte, which loop of FILL-CARS and FILL-ELEMENTS reads what
 starts with it: each pass over the window jumps to that loop, which runs
-while its kind of element follows.  Conses and proper lists go to the
-loop of other leaves, which makes the short ones of leaves there
-(WINDOW-ELEMENT); other containers, symbols and every other tag go to
-READ-OBJECT.")
+while its kind of element follows.  Conses, proper lists and simple
+vectors go to the loop of other leaves, which makes the short ones of
+leaves there (WINDOW-ELEMENT); other containers, symbols and every other
+tag go to READ-OBJECT.")
 (declaim (type (simple-array (unsigned-byte 8) (256)) **window-kinds**))
 
 (declaim (inline window-kind))
