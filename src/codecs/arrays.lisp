@@ -242,7 +242,8 @@ byte, and room for them is cheap to reserve.")
 (declaim (inline short-leaf-vector-candidate-p))
 (defun short-leaf-vector-candidate-p (v)
   "True when the simple vector V is short enough for WRITE-SHORT-LEAF-VECTOR:
-the test, inline in WRITE-OBJECT, that spares the call for others."
+the test, inline in WRITE-CONTAINER-OBJECT, that spares the call for
+others."
   (<= (length v) +short-vector-elements+))
 
 (defun write-short-leaf-vector (ss v)

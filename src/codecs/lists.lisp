@@ -331,7 +331,8 @@ one-byte length, and room for it is cheap to reserve.")
 (defun short-leaf-list-candidate-p (ss list)
   "True when conses are not tracked and the first car of the cons LIST is
 of a kind that WRITE-SHORT-LEAF-LIST may take: the test, inline in
-WRITE-OBJECT, that spares the call for other lists (a list of instances)."
+WRITE-CONTAINER-OBJECT, that spares the call for other lists (a list of
+instances)."
   (and (not (ss-lists ss))
        (typep (car list) '(or null (eql t) fixnum single-float boxed-leaf))))
 

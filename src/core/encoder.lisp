@@ -47,16 +47,14 @@ vector): its id can be taken before it is written, in the same probe."
     (typecase x
       (fixnum (write-fixnum ob x))
       (null (write-u8 ob +tag-nil+))
-      (cons (or (and (short-leaf-list-candidate-p ss x) (write-short-leaf-list ss x))
-                (write-container-object ss x)))
+      (cons (write-container-object ss x))
       (symbol (if (eq x t) (write-u8 ob +tag-t+) (write-symbol ss x)))
       (double-float (tracked-simple-leaf (ss x) (write-double-float ob x)))
       (single-float (write-single-float ob x))
       (character (write-character ob x))
       (simple-base-string (tracked-simple-leaf (ss x) (write-simple-base-string ob x)))
       ((simple-array character (*)) (tracked-simple-leaf (ss x) (write-character-string ob x)))
-      (simple-vector (or (and (short-leaf-vector-candidate-p x) (write-short-leaf-vector ss x))
-                         (write-container-object ss x)))
+      (simple-vector (write-container-object ss x))
       ;; Integers within 63 bits are SBCL's fixnums: immediate, never tracked.
       ;; The test is on the value, so every Lisp writes the same bytes.
       (integer (if (typep x '(signed-byte 63))
@@ -106,11 +104,17 @@ vector): its id can be taken before it is written, in the same probe."
     (t (write-instance-contents ss x info))))
 
 (defun write-container-object (ss x)
-  "Write the container X: a reference if written before; deferred if too
-deep; otherwise its header, then (with its id taken) its contents."
+  "Write the container X: a short list or simple vector of leaves in one
+function (WRITE-SHORT-LEAF-LIST, WRITE-SHORT-LEAF-VECTOR); otherwise a
+reference if written before; deferred if too deep; otherwise its header,
+then (with its id taken) its contents."
   (declare (type store-state ss) (optimize speed))
   (let ((tracked (if (consp x) (ss-lists ss) (ss-track ss))))
-    (cond ((and tracked (written-before-p ss x)))
+    (cond ((if (consp x)
+               (and (short-leaf-list-candidate-p ss x) (write-short-leaf-list ss x))
+               (and (simple-vector-p x) (short-leaf-vector-candidate-p x)
+                    (write-short-leaf-vector ss x))))
+          ((and tracked (written-before-p ss x)))
           ((and (>= (ss-depth ss) +max-physical-depth+) (not (ss-no-defer ss)))
            ;; LATER and the header now; the contents after this record, in a
            ;; FILL naming the container by its rank among the LATERs.
