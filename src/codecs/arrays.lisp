@@ -235,19 +235,15 @@ READ-TAGGED-WORDS.)"
         (write-object ss x))
       (incf i))))
 
-(defconstant +short-vector-elements+ 8
-  "The most elements WRITE-SHORT-LEAF-VECTOR writes: their count takes a
-byte, and room for them is cheap to reserve.")
-
 (declaim (inline short-leaf-vector-candidate-p))
 (defun short-leaf-vector-candidate-p (v)
   "True when the simple vector V is short enough for WRITE-SHORT-LEAF-VECTOR:
 the test, inline in WRITE-CONTAINER-OBJECT, that spares the call for
 others."
-  (<= (length v) +short-vector-elements+))
+  (<= (length v) +short-container-elements+))
 
 (defun write-short-leaf-vector (ss v)
-  "Write the simple vector V when it has at most +SHORT-VECTOR-ELEMENTS+
+  "Write the simple vector V when it has at most +SHORT-CONTAINER-ELEMENTS+
 elements, each a leaf PUT-IMMEDIATE-LEAF takes (boxed ones only without
 reference tracking), as WRITE-OBJECT would write it, in one function: a
 reference if it was written before, otherwise its header and elements
@@ -257,18 +253,13 @@ id: too deep, deferred, another kind of element, or too little room.  The
 elements are all looked at before anything is written or taken."
   (declare (type store-state ss) (type simple-vector v) (optimize speed))
   (let* ((ob (ss-obuf ss))
-         (max (ss-max-depth ss))
          (boxed (not (ss-track ss)))
          (n (length v))
          (p (obuf-pos ob)))
-    (unless (and (<= n +short-vector-elements+)
-                 (< (ss-depth ss) +max-physical-depth+)
-                 (or (null max) (< (+ (ss-depth ss) (ss-depth-base ss)) max))
-                 (>= (- (obuf-end ob) p) (+ 2 (* +short-vector-elements+ +max-leaf-bytes+)))
-                 (every (lambda (x)
-                          (or (typep x '(or null (eql t) fixnum single-float))
-                              (and boxed (typep x 'boxed-leaf))))
-                        v))
+    (unless (and (<= n +short-container-elements+)
+                 (inline-container-allowed-p ss)
+                 (>= (- (obuf-end ob) p) (+ 2 (* +short-container-elements+ +max-leaf-bytes+)))
+                 (every (lambda (x) (immediate-leaf-p x boxed)) v))
       (return-from write-short-leaf-vector nil))
     (unless (and (ss-track ss) (written-before-or-remember-p ss v))
       (let* ((sap (obuf-sap ob))

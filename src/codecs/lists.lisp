@@ -323,10 +323,6 @@ the cons of the first car not written and how many are left."
               (when (< written block)
                 (return (values c n)))))))))
 
-(defconstant +short-list-conses+ 8
-  "The most conses WRITE-SHORT-LEAF-LIST writes: a run of them has a
-one-byte length, and room for it is cheap to reserve.")
-
 (declaim (inline short-leaf-list-candidate-p))
 (defun short-leaf-list-candidate-p (ss list)
   "True when conses are not tracked and the first car of the cons LIST is
@@ -334,10 +330,10 @@ of a kind that WRITE-SHORT-LEAF-LIST may take: the test, inline in
 WRITE-CONTAINER-OBJECT, that spares the call for other lists (a list of
 instances)."
   (and (not (ss-lists ss))
-       (typep (car list) '(or null (eql t) fixnum single-float boxed-leaf))))
+       (immediate-leaf-p (car list) t)))
 
 (defun write-short-leaf-list (ss list)
-  "Write LIST when it is a run of at most +SHORT-LIST-CONSES+ conses whose
+  "Write LIST when it is a run of at most +SHORT-CONTAINER-ELEMENTS+ conses whose
 cars, and tail when dotted, are leaves PUT-IMMEDIATE-LEAF takes (boxed ones
 only without reference tracking, where they take no id), as WRITE-OBJECT
 would write it, in one function that calls nothing; return true.  Otherwise
@@ -348,24 +344,21 @@ room in the window.  A list of a few numbers (a point, a pair, a small
 record) otherwise took a dozen calls through the general writer."
   (declare (type store-state ss) (type cons list) (optimize speed))
   (let ((ob (ss-obuf ss))
-        (max (ss-max-depth ss))
         (boxed (not (ss-track ss)))
-        (first (car list))
         (n 0)
         (tail list))
     (declare (type index n))
-    (when (or (int64-element-p first)
+    (when (or (int64-element-p (car list))
               (ss-lists ss)
-              (>= (ss-depth ss) +max-physical-depth+)
-              (and max (>= (+ (ss-depth ss) (ss-depth-base ss)) max)))
+              (not (inline-container-allowed-p ss)))
       (return-from write-short-leaf-list nil))
     (loop while (consp tail)
-          do (when (= n +short-list-conses+)
+          do (when (= n +short-container-elements+)
                (return-from write-short-leaf-list nil))
              (incf n)
              (setf tail (cdr tail)))
     (let ((p (obuf-pos ob)))
-      (when (< (- (obuf-end ob) p) (+ 2 (* (1+ +short-list-conses+) +max-leaf-bytes+)))
+      (when (< (- (obuf-end ob) p) (+ 2 (* (1+ +short-container-elements+) +max-leaf-bytes+)))
         (return-from write-short-leaf-list nil))
       (let* ((sap (obuf-sap ob))
              (out (sb-sys:sap+ sap p)))

@@ -228,6 +228,17 @@ the pointer after it, or OUT itself, writing nothing, for anything else."
          (put-complex-float out x))
         (t out)))
 
+(defconstant +short-container-elements+ 8
+  "The most elements (conses of a list, elements of a simple vector) that
+WRITE-SHORT-LEAF-LIST and WRITE-SHORT-LEAF-VECTOR write: their count takes
+a byte, and room for them is cheap to reserve.")
+
+(declaim (inline immediate-leaf-p))
+(defun immediate-leaf-p (x boxed)
+  "True when PUT-IMMEDIATE-LEAF (with BOXED) writes X."
+  (or (typep x '(or null (eql t) fixnum single-float))
+      (and boxed (typep x 'boxed-leaf))))
+
 (declaim (inline put-immediate-leaf))
 (defun put-immediate-leaf (out x boxed)
   "PUT-PLAIN-LEAF for NIL and T too: store X at the pointer OUT when it is

@@ -512,6 +512,14 @@ READ-OBJECT would give it."
                        (t (leaf-bytes tag)))))
       (and size (<= (+ p size) end) size))))
 
+(declaim (inline window-nesting-allowed-p))
+(defun window-nesting-allowed-p (rs)
+  "True when max-depth allows a container one level deeper than the run
+being read: what the window readers of small containers check first."
+  (declare (type restore-state rs))
+  (let ((max (rs-max-depth rs)))
+    (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max))))
+
 (defun window-pair (rs p end)
   "If the object the window holds at P (below END) is a cons whose car and cdr are both
 leaves the window holds, and max-depth allows the cons, make it and return
@@ -520,10 +528,8 @@ before either is read, so nothing takes an id unless the cons is made."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* (;; as in WINDOW-BASE-STRING, the address is not passed
          (sap (ibuf-sap (rs-ibuf rs)))
-         (max (rs-max-depth rs))
          (car-bytes (and (= (sb-sys:sap-ref-8 sap p) +tag-cons+)
-                         ;; the cons is one level deeper than the run it is in
-                         (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max))
+                         (window-nesting-allowed-p rs)
                          (window-leaf-bytes rs sap (+ p 1) end)))
          (cdr-bytes (and car-bytes (window-leaf-bytes rs sap (+ p 1 car-bytes) end))))
     (if (null cdr-bytes)
@@ -535,13 +541,25 @@ before either is read, so nothing takes an id unless the cons is made."
             (register-run rs cell 1))
           (values cell (+ p 1 car-bytes cdr-bytes))))))
 
-(defconstant +window-list-conses+ 8
-  "The most conses WINDOW-SHORT-LIST makes: a list of them has a one-byte
-length.")
+(defconstant +window-short-elements+ 8
+  "The most elements WINDOW-SHORT-LIST and WINDOW-SHORT-VECTOR read: their
+count is a one-byte varint.")
+
+(declaim (inline window-short-count))
+(defun window-short-count (rs sap p end)
+  "The count of the LIST or SIMPLE-VECTOR whose tag is at SAP+P (P below
+END) when the window holds it and it is at most +WINDOW-SHORT-ELEMENTS+
+(a one-byte varint, the count itself), and max-depth allows the
+container; otherwise NIL."
+  (declare (type restore-state rs) (type index p end))
+  (let ((n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) #xFF)))
+    (and (<= n +window-short-elements+)
+         (window-nesting-allowed-p rs)
+         n)))
 
 (defun window-short-list (rs p end)
   "If the object the window holds at P (below END) is a LIST of at most
-+WINDOW-LIST-CONSES+ elements that WINDOW-PURE-LEAF reads, and max-depth
++WINDOW-SHORT-ELEMENTS+ elements that WINDOW-PURE-LEAF reads, and max-depth
 allows it: make it and return it and the offset after it; otherwise NIL
 and NIL.  The list takes its cons ids after its elements are read, which
 is the same: a pure leaf takes none, and a reference to one of the list's
@@ -549,17 +567,14 @@ own conses is refused (it names an id not yet given), which leaves the
 list to the general path."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* ((sap (ibuf-sap (rs-ibuf rs)))
-         (max (rs-max-depth rs))
-         (q (+ p 2))
-         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 0)))
+         (n (window-short-count rs sap p end))
+         (q (+ p 2)))
     (declare (type index q))
     (flet ((refuse ()
              (return-from window-short-list (values nil nil))))
       (declare (inline refuse))
-      ;; N is a one-byte varint, the length itself; the list is one level
-      ;; deeper than the run it is in
-      (unless (and (<= 1 n +window-list-conses+)
-                   (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max)))
+      ;; a list of length 0 is invalid: the general path says so
+      (unless (and n (plusp n))
         (refuse))
       (let ((run (let ((run nil))
                    (dotimes (i n run)
@@ -579,7 +594,7 @@ list to the general path."
 
 (defun window-short-vector (rs p end)
   "If the object the window holds at P (below END) is a SIMPLE-VECTOR of at
-most +WINDOW-LIST-CONSES+ elements that WINDOW-PURE-LEAF reads, and
+most +WINDOW-SHORT-ELEMENTS+ elements that WINDOW-PURE-LEAF reads, and
 max-depth allows it: make it (with its id, when objects are tracked) and
 return it and the offset after it; otherwise NIL and NIL, as
 WINDOW-SHORT-LIST and for the same reasons: the vector takes its id after
@@ -587,15 +602,13 @@ its elements are read, which is the same, and a reference to itself is
 refused."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* ((sap (ibuf-sap (rs-ibuf rs)))
-         (max (rs-max-depth rs))
-         (q (+ p 2))
-         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) #xFF)))
+         (n (window-short-count rs sap p end))
+         (q (+ p 2)))
     (declare (type index q))
     (flet ((refuse ()
              (return-from window-short-vector (values nil nil))))
       (declare (inline refuse))
-      (unless (and (<= n +window-list-conses+)
-                   (or (null max) (< (+ (rs-depth rs) (rs-depth-base rs)) max)))
+      (unless n
         (refuse))
       (let ((v (make-array n)))
         (dotimes (i n)

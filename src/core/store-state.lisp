@@ -180,6 +180,15 @@ otherwise (but for a cons) REMEMBER must follow, as WRITTEN-ID says."
                       "the data nests deeper than max-depth (it may be circular: store it with track-references t)")))
 
 (declaim (inline check-store-depth))
+(declaim (inline inline-container-allowed-p))
+(defun inline-container-allowed-p (ss)
+  "True when a container written now is neither deferred (a LATER record)
+nor past max-depth: what the writers of short containers in one function
+check before writing one."
+  (let ((max (ss-max-depth ss)))
+    (and (< (ss-depth ss) +max-physical-depth+)
+         (or (null max) (< (+ (ss-depth ss) (ss-depth-base ss)) max)))))
+
 (defun check-store-depth (ss)
   "Signal LIMIT-EXCEEDED when the logical depth passes max-depth."
   (let ((max (ss-max-depth ss)))
