@@ -557,6 +557,16 @@ container; otherwise NIL."
          (window-nesting-allowed-p rs)
          n)))
 
+(declaim (inline window-short-element))
+(defun window-short-element (rs sap q end)
+  "The element of a short list or vector at SAP+Q, as WINDOW-PURE-LEAF
+reads it, and the offset after it; NIL and NIL when the window ends at Q
+or the element is not a pure leaf."
+  (declare (type restore-state rs) (type index q end))
+  (if (< q end)
+      (window-pure-leaf rs sap q end)
+      (values nil nil)))
+
 (defun window-short-list (rs p end)
   "If the object the window holds at P (below END) is a LIST of at most
 +WINDOW-SHORT-ELEMENTS+ elements that WINDOW-PURE-LEAF reads, and max-depth
@@ -580,9 +590,7 @@ list to the general path."
                    (dotimes (i n run)
                      (push nil run)))))
         (loop for c on run
-              do (unless (< q end)
-                   (refuse))
-                 (multiple-value-bind (value next) (window-pure-leaf rs sap q end)
+              do (multiple-value-bind (value next) (window-short-element rs sap q end)
                    (unless next
                      (refuse))
                    (setf (car c) value
@@ -612,9 +620,7 @@ refused."
         (refuse))
       (let ((v (make-array n)))
         (dotimes (i n)
-          (unless (< q end)
-            (refuse))
-          (multiple-value-bind (value next) (window-pure-leaf rs sap q end)
+          (multiple-value-bind (value next) (window-short-element rs sap q end)
             (unless next
               (refuse))
             (setf (svref v i) value
