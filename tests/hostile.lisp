@@ -12,12 +12,6 @@
 ;;; ------------------------------------------------------------------
 ;;; Helpers (prefixed: the test package is shared by every test file)
 
-(defun hostile-varint (n)
-  "The unsigned LEB128 encoding of N as a list of octets."
-  (loop collect (if (< n 128) n (logior #x80 (ldb (byte 7 0) n)))
-        do (setf n (ash n -7))
-        until (zerop n)))
-
 (defun hostile-octets (&rest parts)
   "A simple octet vector of PARTS: octets, or lists / vectors of octets."
   (let ((bytes '()))
@@ -171,7 +165,7 @@ objects before the cut or signals INVALID-INPUT."
                        (hostile-octets #x45)          ; small back-reference to id 5
                        (hostile-octets #x02 #x01 #x40)
                        (hostile-octets #x02 #x02 #x12 #x01 #x61 #x41)
-                       (hostile-octets binstore::+tag-ref+ (hostile-varint (expt 2 40)))
+                       (hostile-octets binstore::+tag-ref+ (varint-octets (expt 2 40)))
                        (hostile-octets binstore::+tag-fill+ 0 #x71)
                        ;; the loops over runs of references, in a list and in
                        ;; a vector (id 0, its string id 1): undefined ids,
@@ -268,7 +262,7 @@ a vector and from a stream whose window holds one word at a time."
                                   (list binstore::+element-type-ub62+ -1))
           do (let* ((good (loop repeat 600 append (le64 7)))
                     (octets (hostile-octets binstore::+tag-specialized-vector+ code
-                                            (hostile-varint 601) good
+                                            (varint-octets 601) good
                                             (le64 (ldb (byte 64 0) bad)))))
                (dolist (source (list octets
                                      (make-instance 'octet-input-stream :octets octets)))
@@ -295,7 +289,7 @@ payload or a length in a redundant form is refused."
   (loop for (code width) in '((4 1) (6 2) (8 4) (11 8))
         do (let* ((top (loop for i below width collect (if (= i (1- width)) #x80 0)))
                   (octets (hostile-octets binstore::+tag-specialized-vector+ code
-                                          (hostile-varint 101)
+                                          (varint-octets 101)
                                           (loop repeat (* 100 width) collect 1)
                                           top)))
              (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
@@ -322,7 +316,7 @@ payload or a length in a redundant form is refused."
 (defun hostile-huge-inputs ()
   "(description octets): containers and numbers claiming 2^60 elements (or
 dimensions, or rank) with almost no bytes behind the claim."
-  (let ((huge (hostile-varint *hostile-huge*)))
+  (let ((huge (varint-octets *hostile-huge*)))
     (list (list "list" (hostile-octets #x02 huge #x71))
           (list "dotted list" (hostile-octets #x03 huge #x71 #x72))
           (list "base string" (hostile-octets #x12 huge #x41))
@@ -332,14 +326,14 @@ dimensions, or rank) with almost no bytes behind the claim."
           (list "specialized vector bit" (hostile-octets #x15 1 huge 1))
           (list "specialized vector of nil" (hostile-octets #x15 24 huge))
           (list "array dimension" (hostile-octets #x16 0 5 1 huge 1 2))
-          (list "array dimensions product" (hostile-octets #x16 0 5 3 (hostile-varint (expt 2 25))
-                                                           (hostile-varint (expt 2 25))
-                                                           (hostile-varint (expt 2 25)) 1))
+          (list "array dimensions product" (hostile-octets #x16 0 5 3 (varint-octets (expt 2 25))
+                                                           (varint-octets (expt 2 25))
+                                                           (varint-octets (expt 2 25)) 1))
           (list "array of nil" (hostile-octets #x16 0 24 2 huge huge))
           (list "array rank" (hostile-octets #x16 0 5 huge 1 1 1))
           (list "hash table size" (hostile-octets #x1B 0 huge #x72 #x71 0))
           (list "hash table count" (hostile-octets #x1B 0 4 #x72 #x71 huge #x71 #x71))
-          (list "bignum" (hostile-octets #x0A (hostile-varint (* 2 *hostile-huge*)) 1 2 3))
+          (list "bignum" (hostile-octets #x0A (varint-octets (* 2 *hostile-huge*)) 1 2 3))
           (list "character" (hostile-octets #x11 huge))
           (list "reference" (hostile-octets binstore::+tag-ref+ huge))
           (list "fill id" (hostile-octets binstore::+tag-fill+ huge #x71))
@@ -393,7 +387,7 @@ under a second and without allocating for the claim."
                    ("uninterned symbol name" ,(hostile-octets #x19 3 #x41 #xFF #x41 0 0 0 0 0 0))
                    ("uninterned symbol name, cut" ,(hostile-octets #x19 3 #xE2 #x82))
                    ("base string byte above 127" ,(hostile-octets #x12 2 #x41 #xC3))
-                   ("character #x110000" ,(hostile-octets #x11 (hostile-varint #x110000)))))
+                   ("character #x110000" ,(hostile-octets #x11 (varint-octets #x110000)))))
     (destructuring-bind (what bytes) entry
       (let ((c (hostile-restore-condition bytes)))
         (is (typep c 'binstore:invalid-input) "~a: ~a" what (hostile-describe c))))))
@@ -449,7 +443,7 @@ store and on restore; raised limits make it round-trip."
     (when (typep c 'binstore:limit-exceeded)
       (is (eq :max-to-read (binstore:limit-exceeded-limit c)))))
   ;; 30 bytes of input asking for a gigabyte of memory
-  (let ((c (hostile-restore-condition (hostile-octets #x15 24 (hostile-varint (expt 10 9)))
+  (let ((c (hostile-restore-condition (hostile-octets #x15 24 (varint-octets (expt 10 9)))
                                       :max-to-read (* 1024 1024))))
     (is (typep c '(or binstore:limit-exceeded binstore:invalid-input)) "~a" (hostile-describe c)))
   ;; within the limit, the same file restores
@@ -696,7 +690,7 @@ never instantiated (so not finalized) works."
 (test varint-decoding
   (dolist (n (list 0 1 127 128 129 16383 16384 (1- (expt 2 21)) (expt 2 21)
                    (expt 2 35) (1- (expt 2 63)) (1- (expt 2 64))))
-    (let ((octets (hostile-varint n)))
+    (let ((octets (varint-octets n)))
       ;; at the end of the window, and followed by more input
       (is (= n (decode-varint-at-end (hostile-octets octets))))
       (is (= n (decode-varint-at-end (hostile-octets octets 0 0))))))

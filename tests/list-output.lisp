@@ -227,14 +227,14 @@ stored alone; a proper list of two or more 8-byte integers is packed."
                                     (every (lambda (x) (typep x '(and (signed-byte 63)
                                                                       (not (signed-byte 32)))))
                                            cars))
-                               (append (list binstore::+tag-int64-list+ n)
+                               (append (list* binstore::+tag-int64-list+ (varint-octets n))
                                        (loop for x in cars
                                              append (loop for i below 8
                                                           collect (ldb (byte 8 (* 8 i)) x)))))
                               (t
-                               (append (cond ((null tail) (list binstore::+tag-list+ n))
+                               (append (cond ((null tail) (list* binstore::+tag-list+ (varint-octets n)))
                                              ((= n 1) (list binstore::+tag-cons+))
-                                             (t (list binstore::+tag-dotted-list+ n)))
+                                             (t (list* binstore::+tag-dotted-list+ (varint-octets n))))
                                        (loop for x in cars
                                              append (coerce (stored-alone x options) 'list))
                                        (and tail (coerce (stored-alone tail options) 'list))))))))
@@ -301,6 +301,37 @@ gives them, on every place, and a round trip."
                    (if (getf options :track-references t)
                        (check-one-walk-bytes (list list (vector list) list))
                        (check-one-walk-bytes (list list) :track-references nil))))))))
+
+(test fixnum-runs-bytes
+  "Long runs whose cars are mostly fixnums of every width (PUT-FIXNUM-CARS
+takes a run of them at the start of each block, the general loops the rest),
+broken by other leaves and by cars no block writer takes, proper and
+dotted: the exact bytes the format gives them, on every place, spilling at
+several points."
+  (let ((state (sb-ext:seed-random-state 47)))
+    (dolist (options '((:track-references nil) ()))
+      (dolist (n '(9 10 17 64 200 700))
+        (dotimes (k 6)
+          (let* ((cars (loop repeat n
+                             collect (if (< (random 8 state) (min k 6))
+                                         (short-list-leaf state)
+                                         ;; a fixnum of every width
+                                         (elt (list (random 144 state) (+ 144 (random 112 state))
+                                                    (- -17 (random 200 state))
+                                                    (- (random 65536 state) 32768)
+                                                    (- (expt 2 31) (random 9 state))
+                                                    (+ (expt 2 40) (random 9 state))
+                                                    most-negative-fixnum)
+                                              (random 7 state)))))
+                 (list (if (oddp k)
+                           (let ((l (copy-list cars)))
+                             (setf (cdr (last l)) (random 100 state))
+                             l)
+                           cars)))
+            (is (equalp (expected-list-bytes list options)
+                        (apply #'binstore:store nil list options))
+                "~s ~s" list options)
+            (apply #'check-one-walk-bytes list options)))))))
 
 (test short-lists-keep-limits-and-cycles
   "A short list of leaves is one level deeper than what holds it, as any

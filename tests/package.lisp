@@ -7,3 +7,10 @@
 (in-package #:binstore-tests)
 
 (def-suite all :description "Every binstore test.")
+
+(defun varint-octets (n)
+  "The unsigned LEB128 encoding of N (the format's varint) as a list of
+octets, built here rather than by binstore, for tests that spell out bytes."
+  (loop collect (if (< n 128) n (logior #x80 (ldb (byte 7 0) n)))
+        do (setf n (ash n -7))
+        until (zerop n)))
