@@ -37,13 +37,16 @@
   ;; they do not keep the restored objects alive, and a second restore
   ;; reading other data resolves its references to its own objects.
   (let* ((strings (fresh-strings 50000))
-         ;; a reference into the middle of a run fills its entries up to it
-         (data (list strings strings (nthcdr 100 strings)))
+         ;; a reference into the middle of a run fills its entries up to it;
+         ;; single conses (CONS records) between runs are runs of one
+         (pairs (loop for i below 1000 collect (cons i (format nil "p~d" i))))
+         (data (list strings pairs strings (nthcdr 100 strings) (nth 500 pairs)))
          (bytes (binstore:store nil data :support-shared-list-structures t)))
     (binstore:release-scratch)
     (let ((restored (binstore:restore bytes)))
-      (is (eq (first restored) (second restored)))
-      (is (eq (nthcdr 100 (first restored)) (third restored)))
+      (is (eq (first restored) (third restored)))
+      (is (eq (nthcdr 100 (first restored)) (fourth restored)))
+      (is (eq (nth 500 (second restored)) (fifth restored)))
       (check-same data restored :conses t))
     ;; (the conses by id are kept with the runs' lengths, as a pair)
     (dolist (kind (list binstore::+scratch-refs+ binstore::+scratch-cons-refs+))

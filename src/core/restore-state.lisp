@@ -15,7 +15,7 @@
   (refs (make-array 256) :type simple-vector)
   (next-id 0 :type index)
   (cons-refs (make-array 0) :type simple-vector) ; cons id -> cons
-  (run-lengths (make-array 0 :element-type 'fixnum) ; first cons id of a run -> its length
+  (run-lengths (make-array 0 :element-type 'fixnum) ; first cons id of a run -> its length, 0 for 1
    :type (simple-array fixnum (*)))
   (next-cons-id 0 :type index)
   (next-later 0 :type index)           ; LATER containers so far
@@ -61,10 +61,15 @@ run, its length and the filled entries, which start at its first cons."
     (loop while (< k used)
           do (let ((n (aref lengths k)))
                (declare (type index n))
-               (loop for i of-type index from k below (+ k n)
-                     while (consp (svref refs i))
-                     do (setf (svref refs i) 0))
-               (setf (aref lengths k) 0)
+               ;; the first entry is always filled; the others of a longer
+               ;; run up to the last one a reference filled.  A single cons
+               ;; left its length 0 (see REGISTER-RUN).
+               (setf (svref refs k) 0)
+               (when (> n 1)
+                 (loop for i of-type index from (1+ k) below (+ k n)
+                       while (consp (svref refs i))
+                       do (setf (svref refs i) 0))
+                 (setf (aref lengths k) 0))
                (incf k (max n 1))))))      ; every run has a cons: never stuck
 
 (defun finish-restore-state (rs)
@@ -135,15 +140,19 @@ costs at least a byte of it), then doubling."
 ;;; following cdrs from the nearest filled entry below it; the cdrs inside a
 ;;; run never change once it is made, so that entry's cons leads to it.
 
+(declaim (inline register-run))
 (defun register-run (rs run n)
-  "Give the N conses of the fresh list RUN the next N cons ids."
+  "Give the N conses of the fresh list RUN the next N cons ids.  Inline:
+a single cons (a CONS record) is a run, and there may be millions."
   (declare (type restore-state rs) (type cons run) (type index n))
   (let ((id (rs-next-cons-id rs)))
     (loop while (> (+ id n) (length (rs-cons-refs rs)))
           do (grow-cons-refs rs))
     (setf (svref (rs-cons-refs rs) id) run
-          (aref (rs-run-lengths rs) id) n
           (rs-next-cons-id rs) (+ id n))
+    ;; a length of 0, which every entry past the last id has, means 1
+    (when (> n 1)
+      (setf (aref (rs-run-lengths rs) id) n))
     run))
 
 (defun cons-by-id (rs id)
