@@ -41,7 +41,7 @@
       (#.+tag-package+ (read-package rs))
       (#.+tag-pathname+ (read-pathname rs))
       (#.+tag-class-descriptor+ (read-class-descriptor rs))
-      (#.+tag-ref+ (object-by-id rs (read-varint ib)))
+      (#.+tag-ref+ (object-by-id rs (read-varint ib) nil))
       (#.+tag-cons-ref+ (cons-by-id rs (read-varint ib)))
       (#.+tag-later+ (read-later rs))
       (t (invalid ib (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"

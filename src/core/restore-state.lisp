@@ -156,10 +156,11 @@ a single cons (a CONS record) is a run, and there may be millions."
     run))
 
 (defun cons-by-id (rs id)
+  "The cons with ID, named by the CONS-REF just read."
   (declare (type restore-state rs) (type unsigned-byte id) (optimize speed))
   (unless (< id (rs-next-cons-id rs))
-    (restore-invalid rs (format nil "reference to cons ~d, which is not defined yet" id)
-                     "a cons id defined earlier"))
+    (invalid (rs-ibuf rs) (format nil "reference to cons ~d, which is not defined yet" id)
+             "a cons id defined earlier" (reference-offset rs id nil)))
   (let* ((refs (rs-cons-refs rs))
          (entry (svref refs id)))
     (if (consp entry)
@@ -175,15 +176,23 @@ a single cons (a CONS record) is a run, and there may be millions."
                          (svref refs k) c))
           c))))
 
-(defun undefined-id (rs id)
-  (restore-invalid rs (format nil "reference to id ~d, which is not defined yet" id)
-                   "an id defined earlier"))
+(defun reference-offset (rs id small)
+  "The offset of the reference to ID just read: a SMALL one is its tag; a
+REF or CONS-REF is its tag and a varint, in its shortest form (the only
+one READ-VARINT accepts)."
+  (- (ibuf-offset (rs-ibuf rs)) (if small 1 (1+ (varint-length id)))))
+
+(defun undefined-id (rs id small)
+  "Signal that the reference just read, SMALL or not, names an id not given."
+  (invalid (rs-ibuf rs) (format nil "reference to id ~d, which is not defined yet" id)
+           "an id defined earlier" (reference-offset rs id small)))
 
 (declaim (inline object-by-id))
-(defun object-by-id (rs id)
+(defun object-by-id (rs id small)
+  "The object with ID, named by the reference just read (SMALL or not)."
   (if (< id (rs-next-id rs))
       (svref (rs-refs rs) id)
-      (undefined-id rs id)))
+      (undefined-id rs id small)))
 
 (declaim (inline charge))
 (defun charge (rs bytes)
@@ -241,7 +250,7 @@ depth is checked on entry, and BODY's values are returned."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
   (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
         ((>= tag +first-small-ref-tag+)
-         (object-by-id rs (- tag +first-small-ref-tag+)))
+         (object-by-id rs (- tag +first-small-ref-tag+) t))
         ;; the commonest boxed leaf, allocated here without a call
         ((= tag +tag-double-float+) (register rs (read-double (rs-ibuf rs))))
         (t (read-tagged rs tag))))
@@ -280,8 +289,9 @@ WINDOW-VARINT reads: the id and the reference's size in bytes; otherwise 0
 and 0.  As WINDOW-INTEGER, it reads nothing else and calls nothing."
   (declare (type index p end))
   (let ((tag (sb-sys:sap-ref-8 sap p)))
-    (cond ((and (>= tag +first-small-ref-tag+)
-                (< tag (+ +first-small-ref-tag+ +small-ref-count+)))
+    ;; the small references' range as one comparison, by wrapping around:
+    ;; the commonest case falls through
+    (cond ((< (ldb (byte 8 0) (- tag +first-small-ref-tag+)) +small-ref-count+)
            (values (- tag +first-small-ref-tag+) 1))
           ((= tag +tag-ref+)
            (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
@@ -742,6 +752,39 @@ P is not below END (the window is used up: READ-OBJECT refills it)."
       (aref **window-kinds** (sb-sys:sap-ref-8 sap p))
       +general-kind+))
 
+(defun fill-ref-cars (rs c p end)
+  "Store in the cars of the fresh proper list from the cons C on the objects
+named by the references the window holds from P (below END) on (none when
+C is NIL); return the offset reached, the cons reached (the first whose car
+was not stored, or NIL at the list's end) and, when this reached the list's
+end, its last cons.  A function
+of its own, as FILL-INTEGER-ELEMENTS: inside FILL-CARS the table and its
+count lived on the stack."
+  (declare (type restore-state rs) (type list c) (type index p end) (optimize speed))
+  (let* ((sap (ibuf-sap (rs-ibuf rs)))
+         (refs (rs-refs rs))
+         ;; the objects made so far, within REFS: an id below it needs no
+         ;; other check
+         (made (min (rs-next-id rs) (length refs))))
+    (declare (type index made))
+    (when (null c)                      ; FILL-CARS's general path ended the list
+      (return-from fill-ref-cars (values p nil nil)))
+    (loop
+      (unless (< p end)
+        (return (values p c nil)))
+      (multiple-value-bind (id size) (window-ref-id sap p end)
+        (let ((id (sb-ext:truly-the index id))) ; an index whenever SIZE is not 0
+          (when (or (zerop size) (>= id made))
+            (return (values p c nil)))
+          (setf (car c) (locally (declare (optimize (safety 0)))
+                          (svref refs id))
+                p (sb-ext:truly-the index (+ p size)))))
+      ;; the list is proper: its cdrs are conses up to NIL
+      (let ((next (sb-ext:truly-the list (cdr c))))
+        (when (null next)
+          (return (values p nil c)))
+        (setf c next)))))
+
 (defun fill-cars (rs run)
   "Read the cars of RUN, a fresh proper list; return its last cons."
   (declare (type restore-state rs) (type cons run) (optimize speed))
@@ -807,19 +850,10 @@ P is not below END (the window is used up: READ-OBJECT refills it)."
                               d (cdr d))))
              (setf p q c d last dlast)))
           (#.+ref-kind+
-           ;; references to objects made before: reading one gives no id,
-           ;; so the table and its count stay in registers too
-           (let ((q p) (d c) (dlast last) (refs (rs-refs rs)) (made (rs-next-id rs)))
-             (declare (type index q made))
-             (loop while (and (consp d) (< q end))
-                   do (multiple-value-bind (id size) (window-ref-id sap q end)
-                        (when (or (zerop size) (>= id made))
-                          (return))
-                        (setf (car d) (svref refs id)
-                              q (sb-ext:truly-the index (+ q size)))
-                        ;; as in the loop over floats
-                        (psetf d (cdr d) dlast d)))
-             (setf p q c d last dlast)))
+           (multiple-value-bind (q d dlast) (fill-ref-cars rs c p end)
+             (setf p q c d)
+             (when dlast
+               (setf last dlast))))
           (#.+leaf-kind+
            ;; other leaves, and then any leaf, until the next small integer
            (loop while (and (consp c) (< p end))
