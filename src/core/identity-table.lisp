@@ -657,54 +657,76 @@ run ends before it)."
     (incf (it-count table))
     t))
 
-(defun claim-run-in-bits (table list)
-  "IDENTITY-TABLE-CLAIM-RUN with seen bits: the word of bits being set stays
-in a register while the conses stay within its 64 granules, where a claim
-at a time would load and store it for every cons (a dependency through
-memory from one cons to the next)."
-  (declare (type identity-table table) (type cons list) (optimize speed))
-  (let ((n 0) (c list) (k -1) (word 0)
-        (entry (1- (it-entries table))))
-    (declare (type index n entry) (type fixnum k) (type sb-ext:word word))
-    (flet ((settle ()
-             ;; the word back in the bits, the claims so far in the run
-             (when (>= k 0)
-               (setf (aref (it-bits table) k) word
-                     k -1))
-             (incf (aref (the (simple-array fixnum (*)) (it-lengths table)) entry) n)
-             (incf (it-count table) n)
-             (setf n 0)))
-      (let ((total 0))
-        (declare (type index total))
-        (loop
-          (unless (consp c)
+(defun claim-bits-in-chunk (table c)
+  "The loop of CLAIM-RUN-IN-BITS: claim the conses of the cdr chain from C
+on, in the seen bits of TABLE (a table of runs, in seen bits), while each
+lies in the chunk met last, the GC epoch is TABLE's and its bit is clear;
+return the cons reached (or what ends the chain) and how many were
+claimed, leaving their count to the caller.  It calls nothing, so that its
+variables stay in registers: with the calls to take a new chunk or index
+afresh in the loop, they lived on the stack, and each cdr waited for the
+store and the load of the one before.  The word of bits being set stays in
+a register while the conses stay within its 64 granules."
+  (declare (type identity-table table) (optimize speed))
+  (let ((bits (it-bits table))
+        (base (it-last-base table))
+        (chunk (it-last-chunk table))
+        (epoch (it-epoch table))
+        (n 0) (k -1) (word 0))
+    (declare (type (simple-array sb-ext:word (*)) bits) (type index n base)
+             (type fixnum chunk k) (type sb-ext:word word))
+    (loop
+      ;; the epoch before the address: a collection after the check shows
+      ;; in the caller's check of the epoch, which then indexes afresh
+      (unless (and (consp c) (eq epoch sb-kernel::*gc-epoch*))
+        (return))
+      (let ((address (sb-kernel:get-lisp-obj-address c)))
+        (unless (= (address-chunk address) chunk)
+          (return))
+        (let* ((granule (address-granule address))
+               (wk (sb-ext:truly-the index (+ base (ash granule -6))))
+               (bit (ash 1 (logand granule 63))))
+          (unless (= wk k)
+            (when (>= k 0)
+              (setf (aref bits k) word))
+            (setf k wk
+                  word (aref bits wk)))
+          (when (logtest word bit)
             (return))
-          (if (not (eq (it-epoch table) sb-kernel::*gc-epoch*))
-              ;; conses moved: index them all again, this run's so far too
-              (progn (settle) (identity-table-current table))
-              (let* ((address (sb-kernel:get-lisp-obj-address c))
-                     (chunk (address-chunk address)))
-                (if (/= chunk (it-last-chunk table))
-                    ;; a new block may be allocated, and collect: go round
-                    (progn (settle)
-                           (recent-chunk-base table chunk))
-                    (let* ((granule (address-granule address))
-                           (wk (+ (it-last-base table) (ash granule -6)))
-                           (bit (ash 1 (logand granule 63))))
-                      (declare (type index wk))
-                      (unless (= wk k)
-                        (when (>= k 0)
-                          (setf (aref (it-bits table) k) word))
-                        (setf k wk
-                              word (aref (it-bits table) wk)))
-                      (when (logtest word bit)
-                        (return))
-                      (setf word (logior word bit))
-                      (incf n)
-                      (incf total)
-                      (setf c (cdr c)))))))
-        (settle)
-        (values total c)))))
+          (setf word (logior word bit)
+                n (sb-ext:truly-the index (1+ n))
+                c (cdr c)))))
+    (when (>= k 0)
+      (setf (aref bits k) word))
+    (values c n)))
+
+(defun claim-run-in-bits (table list)
+  "IDENTITY-TABLE-CLAIM-RUN with seen bits: CLAIM-BITS-IN-CHUNK claims
+conses for as long as it can; between its calls, the table takes the chunk
+of the next cons, or is indexed afresh after a collection."
+  (declare (type identity-table table) (type cons list) (optimize speed))
+  (let ((total 0) (c list)
+        (entry (1- (it-entries table))))
+    (declare (type index total entry))
+    (loop
+      (multiple-value-bind (next n) (claim-bits-in-chunk table c)
+        (declare (type index n))
+        ;; the claims so far in the run, before any indexing afresh
+        (incf (aref (the (simple-array fixnum (*)) (it-lengths table)) entry) n)
+        (incf (it-count table) n)
+        (incf total n)
+        (setf c next))
+      (cond ((not (consp c))
+             (return))
+            ((not (eq (it-epoch table) sb-kernel::*gc-epoch*))
+             ;; conses moved: index them all again, this run's so far too
+             (identity-table-current table))
+            ((/= (address-chunk (sb-kernel:get-lisp-obj-address c)) (it-last-chunk table))
+             ;; a new block may be allocated, and collect: go round
+             (recent-chunk-base table (address-chunk (sb-kernel:get-lisp-obj-address c))))
+            (t                          ; its bit is set: claimed before
+             (return))))
+    (values total c)))
 
 (defun identity-table-claim-run (table list)
   "Open a run at the cons LIST, not in TABLE (a table of runs), and claim
