@@ -237,41 +237,49 @@ objects before the cut or signals INVALID-INPUT."
     (is (eq back (aref back 3)))))
 
 (test hostile-runs-of-references
-  "A list whose cars are a long run of references (FILL-REF-CARS reads them
-in a loop of its own): an undefined id, small or in a varint, is refused
-at the reference's offset and a varint in a redundant form at its own,
-from a vector and from a stream whose window ends inside the run; valid
-ones name their objects."
-  (let ((head (append (list #x02) (varint-octets 602) (list #x12 #x01 #x61))) ; "a" is id 0
-        (refs (loop for i below 600 append (if (evenp i) (list #x40) (list binstore::+tag-ref+ 0)))))
-    ;; each bad reference, what it is, and where it is refused from its start
-    (loop for (bad why at) in (list (list (list #x41) "small id 1, undefined" 0)
-                                    (list (list binstore::+tag-ref+ 1) "id 1 in a varint, undefined" 0)
-                                    (list (list* binstore::+tag-ref+ (varint-octets (expt 2 40)))
-                                          "a huge id" 0)
-                                    ;; the varint itself is what is wrong
-                                    (list (list binstore::+tag-ref+ #x80 #x00) "a redundant varint" 1))
-          do (let ((octets (hostile-octets head refs bad #x40))
-                   (offset (+ (length head) (length refs) at)))
+  "A list or a simple vector whose elements are a long run of references
+(FILL-REF-CARS and FILL-REF-ELEMENTS read them in loops of their own): an
+undefined id, small or in a varint, is refused at the reference's offset
+and a varint in a redundant form at its own, from a vector and from a
+stream whose window ends inside the run; valid ones name their objects."
+  ;; the container's tag, and the id of the string "a", its first element
+  ;; (a simple vector takes id 0 itself; a list's conses take none)
+  (loop for (tag id) in (list (list binstore::+tag-list+ 0) (list binstore::+tag-simple-vector+ 1))
+        do (let ((head (append (list tag) (varint-octets 602) (list #x12 #x01 #x61)))
+                 (refs (loop for i below 600
+                             append (if (evenp i) (list (+ #x40 id)) (list binstore::+tag-ref+ id)))))
+             ;; each bad reference, what it is, and where it is refused from its start
+             (loop for (bad why at) in (list (list (list (+ #x41 id)) "a small id, undefined" 0)
+                                             (list (list binstore::+tag-ref+ (1+ id))
+                                                   "an id in a varint, undefined" 0)
+                                             (list (list* binstore::+tag-ref+ (varint-octets (expt 2 40)))
+                                                   "a huge id" 0)
+                                             ;; the varint itself is what is wrong
+                                             (list (list binstore::+tag-ref+ #x80 #x00)
+                                                   "a redundant varint" 1))
+                   do (let ((octets (hostile-octets head refs bad #x40))
+                            (offset (+ (length head) (length refs) at)))
+                        (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
+                          (let ((c (hostile-restore-condition source)))
+                            (is (typep c 'binstore:invalid-input) "tag ~d, ~a: ~a" tag why
+                                (hostile-describe c))
+                            (when (typep c 'binstore:invalid-input)
+                              (is (eql offset (binstore:restore-error-offset c))
+                                  "tag ~d, ~a: offset ~s, not ~d"
+                                  tag why (binstore:restore-error-offset c) offset))))))
+             ;; the control: the same run with a valid reference where the bad one was
+             (let ((octets (hostile-octets head refs (+ #x40 id) (+ #x40 id))))
                (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
-                 (let ((c (hostile-restore-condition source)))
-                   (is (typep c 'binstore:invalid-input) "~a: ~a" why (hostile-describe c))
-                   (when (typep c 'binstore:invalid-input)
-                     (is (eql offset (binstore:restore-error-offset c))
-                         "~a: offset ~s, not ~d" why (binstore:restore-error-offset c) offset))))))
-    ;; an undefined cons reference, refused at its tag too
-    (let ((c (hostile-restore-condition
-              (hostile-octets #x23 #x03 #x02 #x03 #x00 #x01 binstore::+tag-cons-ref+ #x03))))
-      (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
-      (when (typep c 'binstore:invalid-input)
-        (is (eql 6 (binstore:restore-error-offset c)))))
-    ;; the control: the same run with a valid reference where the bad one was
-    (let ((octets (hostile-octets head refs #x40 #x40)))
-      (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
-        (let ((back (binstore:restore source)))
-          (is (= 602 (length back)))
-          (is (equal "a" (first back)))
-          (is (every (lambda (x) (eq x (first back))) back)))))))
+                 (let ((back (coerce (binstore:restore source) 'list)))
+                   (is (= 602 (length back)))
+                   (is (equal "a" (first back)))
+                   (is (every (lambda (x) (eq x (first back))) back)))))))
+  ;; an undefined cons reference, refused at its tag too
+  (let ((c (hostile-restore-condition
+            (hostile-octets #x23 #x03 #x02 #x03 #x00 #x01 binstore::+tag-cons-ref+ #x03))))
+    (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
+    (when (typep c 'binstore:invalid-input)
+      (is (eql 6 (binstore:restore-error-offset c))))))
 
 (test hostile-unknown-tags
   "Every type tag that src/tags.lisp leaves undefined (reserved)."

@@ -900,6 +900,30 @@ stack and marked the GC card of every store."
                (incf i)))
     (values i p)))
 
+(defun fill-ref-elements (rs v i p end)
+  "Store into the simple vector V, from index I on, the objects named by
+the references the window holds from P (below END) on; return the index
+and the offset reached.  A function of its own, as FILL-REF-CARS: inside
+FILL-ELEMENTS the table and its count lived on the stack."
+  (declare (type restore-state rs) (type simple-vector v) (type index i p end)
+           (optimize speed))
+  (let* ((sap (ibuf-sap (rs-ibuf rs)))
+         (refs (rs-refs rs))
+         ;; as in FILL-REF-CARS: an id below MADE is within REFS
+         (made (min (rs-next-id rs) (length refs)))
+         (n (length v)))
+    (declare (type index made))
+    (loop while (and (< i n) (< p end))
+          do (multiple-value-bind (id size) (window-ref-id sap p end)
+               (let ((id (sb-ext:truly-the index id))) ; an index whenever SIZE is not 0
+                 (when (or (zerop size) (>= id made))
+                   (return))
+                 (setf (svref v i) (locally (declare (optimize (safety 0)))
+                                     (svref refs id))
+                       p (sb-ext:truly-the index (+ p size))
+                       i (sb-ext:truly-the index (1+ i))))))
+    (values i p)))
+
 (defun fill-elements (rs v)
   "Read the elements of the fresh simple vector V; return V."
   (declare (type restore-state rs) (type simple-vector v) (optimize speed))
@@ -944,16 +968,7 @@ stack and marked the GC card of every store."
                         (incf j)))
              (setf p q i j)))
           (#.+ref-kind+
-           (let ((q p) (j i) (refs (rs-refs rs)) (made (rs-next-id rs)))
-             (declare (type index q j made))
-             (loop while (and (< j n) (< q end))
-                   do (multiple-value-bind (id size) (window-ref-id sap q end)
-                        (when (or (zerop size) (>= id made))
-                          (return))
-                        (setf (svref v j) (svref refs id)
-                              q (sb-ext:truly-the index (+ q size)))
-                        (incf j)))
-             (setf p q i j)))
+           (multiple-value-setq (i p) (fill-ref-elements rs v i p end)))
           (#.+leaf-kind+
            (loop while (and (< i n) (< p end))
                  do (multiple-value-bind (value next) (window-element rs sap p end)
