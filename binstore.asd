@@ -21,8 +21,9 @@
    (:module "io"
     :pathname "src/io"
     :depends-on ("base")
-    :components ((:file "output")
-                 (:file "input")))
+    :components ((:file "copy")
+                 (:file "output" :depends-on ("copy"))
+                 (:file "input" :depends-on ("copy"))))
    (:module "state"
     :pathname "src/core"
     :depends-on ("io")

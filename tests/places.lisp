@@ -521,3 +521,36 @@ and are charged and depth-limited as the general path does it."
     (is (equalp '(1 #(2 3)) (binstore:restore octets :max-depth 2)))
     (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
                          (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c)))))))
+
+(test copies-at-every-distance
+  "COPY-MEMORY copies exactly, by memmove or by COPY-WORDS (taken when the
+destination lies 1 to 15 bytes past the source modulo 4096): sizes on both
+sides of the threshold and of COPY-WORDS's 32-byte steps, every distance
+from 0 to 40, and a double vector stored and restored through it."
+  (let* ((size 20000)
+         (from (make-array size :element-type '(unsigned-byte 8)))
+         (to (make-array (+ size 8192) :element-type '(unsigned-byte 8))))
+    (dotimes (i size) (setf (aref from i) (ldb (byte 8 0) (* 7 (1+ i)))))
+    (dolist (count (list 31 2047 2048 2049 2080 2081 4101 10001))
+      (dotimes (distance 41)
+        (fill to 0)
+        (sb-sys:with-pinned-objects (from to)
+          (let* ((src (sb-sys:vector-sap from))
+                 ;; the destination DISTANCE bytes past the source, mod 4096
+                 (offset (mod (- (+ distance (sb-sys:sap-int src)) (sb-sys:sap-int (sb-sys:vector-sap to)))
+                              4096)))
+            (binstore::copy-memory src (sb-sys:sap+ (sb-sys:vector-sap to) offset) count)
+            (is (and (equalp (subseq from 0 count) (subseq to offset (+ offset count)))
+                     (every #'zerop (subseq to 0 offset))
+                     (every #'zerop (subseq to (+ offset count))))
+                "~d bytes at distance ~d" count distance))))))
+  ;; through the store and the restore: a double vector whose payload lands
+  ;; at each distance from its own data in a vector with room
+  (let ((v (make-array 1000 :element-type 'double-float)))
+    (dotimes (i 1000) (setf (aref v i) (+ i 0.5d0)))
+    (dotimes (skip 20)
+      (let* ((out (make-array 10000 :element-type '(unsigned-byte 8) :fill-pointer skip)))
+        (binstore:store out v)
+        (let ((bytes (subseq out skip)))
+          (is (equalp (binstore:store nil v) bytes))
+          (is (equalp v (binstore:restore bytes))))))))

@@ -104,11 +104,15 @@ vector, as 8-byte integers."
       (loop while (< i count)
             do (let* ((k (min (- count i) +words-per-block+))
                       (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob)))
-                      (sap (obuf-sap ob)))
-                 (declare (type index k p))
+                      ;; the block's first word on each side: offsets
+                      ;; within a block are small, so the loop multiplies
+                      ;; no index that could overflow a fixnum
+                      (from (sb-sys:sap+ src (* 8 i)))
+                      (to (sb-sys:sap+ (obuf-sap ob) p)))
+                 (declare (type (integer 0 #.+words-per-block+) k) (type index p))
                  (dotimes (j k)
-                   (setf (sb-sys:signed-sap-ref-64 sap (+ p (* 8 j)))
-                         (ash (sb-sys:signed-sap-ref-64 src (* 8 (+ i j)))
+                   (setf (sb-sys:signed-sap-ref-64 to (* 8 j))
+                         (ash (sb-sys:signed-sap-ref-64 from (* 8 j))
                               (- sb-vm:n-fixnum-tag-bits))))
                  (setf (obuf-pos ob) (+ p (* 8 k)))
                  (incf i k))))))
@@ -128,16 +132,18 @@ vector, as 8-byte integers."
               do (need ib 8)          ; refills; at least one word in the window
                  (let* ((p (ibuf-pos ib))
                         (k (min (- count i) (floor (available ib) 8)))
-                        (sap (ibuf-sap ib)))
+                        ;; the first word on each side, as in WRITE-TAGGED-WORDS
+                        (from (sb-sys:sap+ (ibuf-sap ib) p))
+                        (to (sb-sys:sap+ dst (* 8 i))))
                    (declare (type index p k))
                    (dotimes (j k)
-                     (let ((v (sb-sys:signed-sap-ref-64 sap (+ p (* 8 j)))))
+                     (let ((v (sb-sys:signed-sap-ref-64 from (* 8 j))))
                        (unless (<= low v high)
                          (invalid ib (format nil "~d is not of type ~s" v
                                              (element-type-of-code code))
                                   "an element of the array's type"
                                   (+ (ibuf-offset ib) (* 8 j))))
-                       (setf (sb-sys:signed-sap-ref-64 dst (* 8 (+ i j)))
+                       (setf (sb-sys:signed-sap-ref-64 to (* 8 j))
                              (ash v sb-vm:n-fixnum-tag-bits))))
                    (setf (ibuf-pos ib) (+ p (* 8 k)))
                    (incf i k)))))))

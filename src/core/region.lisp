@@ -97,5 +97,5 @@ number of bytes the old window keeps."
   "A fresh simple octet vector holding everything written to OB."
   (let ((v (make-array (obuf-pos ob) :element-type '(unsigned-byte 8))))
     (sb-sys:with-pinned-objects (v)
-      (sb-kernel:system-area-ub8-copy (obuf-sap ob) 0 (sb-sys:vector-sap v) 0 (obuf-pos ob)))
+      (copy-memory (obuf-sap ob) (sb-sys:vector-sap v) (obuf-pos ob)))
     v))

@@ -158,8 +158,7 @@ refuses the malformed.  For the decoder's loops over the window."
 object's memory the caller pins, or raw memory).  Inline, so that neither
 address is boxed."
   (declare (type index from count))
-  (sb-kernel::memmove to (sb-sys:sap+ sap from) count)
-  (values))
+  (copy-memory (sb-sys:sap+ sap from) to count))
 
 (defun read-octets-to-sap (ib dst-sap dst-offset count)
   "Copy COUNT input bytes to DST-SAP+DST-OFFSET (pinned by the caller)."

@@ -67,8 +67,7 @@ handed on.  Return the end of the old window's part that was handed on."
                         pos))
          (carried (- pos keep-from)))
     (when (plusp carried)
-      (sb-kernel:system-area-ub8-copy (obuf-sap ob) keep-from
-                                      (sb-sys:int-sap address) 0 carried))
+      (copy-memory (sb-sys:sap+ (obuf-sap ob) keep-from) (sb-sys:int-sap address) carried))
     (incf (obuf-flushed ob) keep-from)
     (setf (obuf-base ob) address
           (obuf-pos ob) carried
@@ -179,8 +178,8 @@ may overlap; both lie within the window's capacity)."
                (make-room ob (min count (max 1 (obuf-capacity ob))))
                (setf room (- (obuf-end ob) (obuf-pos ob))))
              (let ((n (min room count)))
-               (sb-kernel:system-area-ub8-copy src-sap src-offset
-                                               (obuf-sap ob) (obuf-pos ob) n)
+               (copy-memory (sb-sys:sap+ src-sap src-offset)
+                            (sb-sys:sap+ (obuf-sap ob) (obuf-pos ob)) n)
                (incf (obuf-pos ob) n)
                (incf src-offset n)
                (decf count n)))))
@@ -213,7 +212,7 @@ may overlap; both lie within the window's capacity)."
         (unless (>= size needed)
           (error 'out-of-space :needed needed
                                :message (format nil "the new region holds only ~d bytes" size)))
-        (sb-kernel:system-area-ub8-copy (obuf-sap ob) 0 sap 0 (obuf-pos ob))
+        (copy-memory (obuf-sap ob) sap (obuf-pos ob))
         (setf (obuf-base ob) (sb-sys:sap-int sap)
               (obuf-capacity ob) size)))))
 
