@@ -94,6 +94,17 @@ WHAT names the payload's bytes in the message."
 
 (defconstant +words-per-block+ 512)
 
+(defun put-untagged-words (from to k)
+  "Store at the address TO the K tagged words at the address FROM, each as
+the 8-byte integer it holds.  A function of its own, called once a block:
+inside WRITE-TAGGED-WORDS, around its calls to make room, the addresses
+lived on the stack as integers, checked and reloaded at every word."
+  (declare (type sb-sys:system-area-pointer from to)
+           (type (integer 0 #.+words-per-block+) k) (optimize speed))
+  (dotimes (j k)
+    (setf (sb-sys:signed-sap-ref-64 to (* 8 j))
+          (ash (sb-sys:signed-sap-ref-64 from (* 8 j)) (- sb-vm:n-fixnum-tag-bits)))))
+
 (defun write-tagged-words (ob storage count)
   "Write the COUNT elements of STORAGE, a fixnum or (unsigned-byte 62)
 vector, as 8-byte integers."
@@ -103,17 +114,9 @@ vector, as 8-byte integers."
       (declare (type index i))
       (loop while (< i count)
             do (let* ((k (min (- count i) +words-per-block+))
-                      (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob)))
-                      ;; the block's first word on each side: offsets
-                      ;; within a block are small, so the loop multiplies
-                      ;; no index that could overflow a fixnum
-                      (from (sb-sys:sap+ src (* 8 i)))
-                      (to (sb-sys:sap+ (obuf-sap ob) p)))
-                 (declare (type (integer 0 #.+words-per-block+) k) (type index p))
-                 (dotimes (j k)
-                   (setf (sb-sys:signed-sap-ref-64 to (* 8 j))
-                         (ash (sb-sys:signed-sap-ref-64 from (* 8 j))
-                              (- sb-vm:n-fixnum-tag-bits))))
+                      (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob))))
+                 (declare (type index p))
+                 (put-untagged-words (sb-sys:sap+ src (* 8 i)) (sb-sys:sap+ (obuf-sap ob) p) k)
                  (setf (obuf-pos ob) (+ p (* 8 k)))
                  (incf i k))))))
 
