@@ -135,7 +135,8 @@ vector, as 8-byte integers."
               do (need ib 8)          ; refills; at least one word in the window
                  (let* ((p (ibuf-pos ib))
                         (k (min (- count i) (floor (available ib) 8)))
-                        ;; the first word on each side, as in WRITE-TAGGED-WORDS
+                        ;; each side from the block's first word, as WRITE-TAGGED-WORDS
+                        ;; passes them to PUT-UNTAGGED-WORDS: no running index times 8
                         (from (sb-sys:sap+ (ibuf-sap ib) p))
                         (to (sb-sys:sap+ dst (* 8 i))))
                    (declare (type index p k))
