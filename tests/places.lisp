@@ -523,10 +523,10 @@ and are charged and depth-limited as the general path does it."
                          (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c)))))))
 
 (test copies-at-every-distance
-  "COPY-MEMORY copies exactly, by memmove or by COPY-WORDS (taken when the
-destination lies 1 to 15 bytes past the source modulo 4096): sizes on both
-sides of the threshold and of COPY-WORDS's 32-byte steps, every distance
-from 0 to 40, and a double vector stored and restored through it."
+  "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken
+when the destination lies 1 to 31 bytes past the source modulo 4096): sizes
+on both sides of the threshold and of a piece, every distance from 0 to 40,
+and a double vector stored and restored through it."
   (let* ((size 20000)
          (from (make-array size :element-type '(unsigned-byte 8)))
          (to (make-array (+ size 8192) :element-type '(unsigned-byte 8))))
