@@ -298,25 +298,34 @@ stream whose window ends inside the run; valid ones name their objects."
 
 (test hostile-tagged-word-payloads
   "Fixnum and (unsigned-byte 62) vectors are read a block of words at a
-time: a word outside the element type is refused at its own offset, from
-a vector and from a stream whose window holds one word at a time."
+time, four a step: a word outside the element type is refused at its own
+offset, wherever it falls in a step or a block, from a vector and from a
+stream whose window holds one word at a time."
   (flet ((le64 (n) (loop for i below 8 collect (ldb (byte 8 (* 8 i)) n))))
     (loop for (code bad) in (list (list binstore::+element-type-fixnum+ (expt 2 62))
                                   (list binstore::+element-type-fixnum+ (- -1 (expt 2 62)))
                                   (list binstore::+element-type-ub62+ (expt 2 62))
                                   (list binstore::+element-type-ub62+ -1))
-          do (let* ((good (loop repeat 600 append (le64 7)))
-                    (octets (hostile-octets binstore::+tag-specialized-vector+ code
-                                            (varint-octets 601) good
-                                            (le64 (ldb (byte 64 0) bad)))))
-               (dolist (source (list octets
-                                     (make-instance 'octet-input-stream :octets octets)))
-                 (let ((c (hostile-restore-condition source)))
-                   (is (typep c 'binstore:invalid-input) "~d in code ~d: ~a" bad code
-                       (hostile-describe c))
-                   (when (typep c 'binstore:invalid-input)
-                     (is (eql (+ 4 (* 8 600)) (binstore:restore-error-offset c))
-                         "offset ~s" (binstore:restore-error-offset c)))))))
+          ;; the bad word at each place in a step of four words, and in
+          ;; the words after the last step, in the first block and the second
+          do (loop for (before after) in '((0 5) (1 5) (2 5) (3 5) (0 0) (2 0)
+                                           (600 0) (600 5) (601 5) (602 5) (603 5))
+                   do (let* ((count (+ before 1 after))
+                             (octets (hostile-octets binstore::+tag-specialized-vector+ code
+                                                     (varint-octets count)
+                                                     (loop repeat before append (le64 7))
+                                                     (le64 (ldb (byte 64 0) bad))
+                                                     (loop repeat after append (le64 7)))))
+                        (dolist (source (list octets
+                                              (make-instance 'octet-input-stream :octets octets)))
+                          (let ((c (hostile-restore-condition source)))
+                            (is (typep c 'binstore:invalid-input) "~d in code ~d after ~d: ~a"
+                                bad code before (hostile-describe c))
+                            (when (typep c 'binstore:invalid-input)
+                              (is (eql (+ 2 (length (varint-octets count)) (* 8 before))
+                                       (binstore:restore-error-offset c))
+                                  "~d after ~d: offset ~s" bad before
+                                  (binstore:restore-error-offset c))))))))
     ;; and the good words themselves, across blocks, both ways
     (let ((v (make-array 1500 :element-type 'fixnum)))
       (dotimes (i 1500) (setf (aref v i) (* (- i 700) (floor most-positive-fixnum 800))))

@@ -96,14 +96,27 @@ WHAT names the payload's bytes in the message."
 
 (defun put-untagged-words (from to k)
   "Store at the address TO the K tagged words at the address FROM, each as
-the 8-byte integer it holds.  A function of its own, called once a block:
-inside WRITE-TAGGED-WORDS, around its calls to make room, the addresses
-lived on the stack as integers, checked and reloaded at every word."
+the 8-byte integer it holds: four words a step, then one at a time.  A
+function of its own, called once a block: inside WRITE-TAGGED-WORDS, around
+its calls to make room, the addresses lived on the stack as integers,
+checked and reloaded at every word."
   (declare (type sb-sys:system-area-pointer from to)
            (type (integer 0 #.+words-per-block+) k) (optimize speed))
-  (dotimes (j k)
-    (setf (sb-sys:signed-sap-ref-64 to (* 8 j))
-          (ash (sb-sys:signed-sap-ref-64 from (* 8 j)) (- sb-vm:n-fixnum-tag-bits)))))
+  (let ((from from) (to to) (k k))
+    (declare (type sb-sys:system-area-pointer from to)
+             (type (integer 0 #.+words-per-block+) k))
+    (flet ((put (offset)
+             (setf (sb-sys:signed-sap-ref-64 to offset)
+                   (ash (sb-sys:signed-sap-ref-64 from offset) (- sb-vm:n-fixnum-tag-bits)))))
+      (declare (inline put))
+      ;; the addresses move on, not an index: a tagged index is shifted
+      ;; before every access
+      (loop while (>= k 4)
+            do (put 0) (put 8) (put 16) (put 24)
+               (setf from (sb-sys:sap+ from 32) to (sb-sys:sap+ to 32))
+               (decf k 4))
+      (dotimes (j k)
+        (put (* 8 j))))))
 
 (defun write-tagged-words (ob storage count)
   "Write the COUNT elements of STORAGE, a fixnum or (unsigned-byte 62)
@@ -120,35 +133,51 @@ vector, as 8-byte integers."
                  (setf (obuf-pos ob) (+ p (* 8 k)))
                  (incf i k))))))
 
+(defun put-tagged-words (from to k fixnum-p)
+  "Store at the address TO the K 8-byte integers at the address FROM as
+tagged words, each checked to fit a fixnum (FIXNUM-P) or an (unsigned-byte
+62): four a step, as PUT-UNTAGGED-WORDS.  Return K, or the index of the
+first integer that does not fit, before which all are stored."
+  (declare (type sb-sys:system-area-pointer from to)
+           (type (integer 0 #.+words-per-block+) k) (optimize speed))
+  (let ((left k))
+    (declare (type (integer 0 #.+words-per-block+) left))
+    (flet ((put (offset)
+             (let ((v (sb-sys:signed-sap-ref-64 from offset)))
+               (unless (if fixnum-p (typep v 'fixnum) (typep v '(unsigned-byte 62)))
+                 (return-from put-tagged-words (+ (- k left) (floor offset 8))))
+               (setf (sb-sys:signed-sap-ref-64 to offset) (ash v sb-vm:n-fixnum-tag-bits)))))
+      (declare (inline put))
+      (loop while (>= left 4)
+            do (put 0) (put 8) (put 16) (put 24)
+               (setf from (sb-sys:sap+ from 32) to (sb-sys:sap+ to 32))
+               (decf left 4))
+      (dotimes (j left k)
+        (put (* 8 j))))))
+
 (defun read-tagged-words (rs storage code count)
   "Read COUNT 8-byte integers into STORAGE, a vector of element type CODE
 (fixnum or (unsigned-byte 62)), checking each fits it."
   (declare (type index count) (optimize speed))
   (let ((ib (rs-ibuf rs))
-        (low (if (= code +element-type-fixnum+) most-negative-fixnum 0))
-        (high (if (= code +element-type-fixnum+) most-positive-fixnum (1- (expt 2 62))))
+        (fixnum-p (= code +element-type-fixnum+))
         (i 0))
-    (declare (type index i) (type fixnum low high))
+    (declare (type index i))
     (sb-sys:with-pinned-objects (storage)
       (let ((dst (sb-sys:vector-sap storage)))
         (loop while (< i count)
               do (need ib 8)          ; refills; at least one word in the window
                  (let* ((p (ibuf-pos ib))
-                        (k (min (- count i) (floor (available ib) 8)))
-                        ;; each side from the block's first word, as WRITE-TAGGED-WORDS
-                        ;; passes them to PUT-UNTAGGED-WORDS: no running index times 8
-                        (from (sb-sys:sap+ (ibuf-sap ib) p))
-                        (to (sb-sys:sap+ dst (* 8 i))))
-                   (declare (type index p k))
-                   (dotimes (j k)
-                     (let ((v (sb-sys:signed-sap-ref-64 from (* 8 j))))
-                       (unless (<= low v high)
-                         (invalid ib (format nil "~d is not of type ~s" v
-                                             (element-type-of-code code))
-                                  "an element of the array's type"
-                                  (+ (ibuf-offset ib) (* 8 j))))
-                       (setf (sb-sys:signed-sap-ref-64 to (* 8 j))
-                             (ash v sb-vm:n-fixnum-tag-bits))))
+                        (k (min (- count i) (floor (available ib) 8) +words-per-block+))
+                        (done (put-tagged-words (sb-sys:sap+ (ibuf-sap ib) p)
+                                                (sb-sys:sap+ dst (* 8 i)) k fixnum-p)))
+                   (declare (type index p k done))
+                   (when (< done k)
+                     (invalid ib (format nil "~d is not of type ~s"
+                                         (sb-sys:signed-sap-ref-64 (ibuf-sap ib) (+ p (* 8 done)))
+                                         (element-type-of-code code))
+                              "an element of the array's type"
+                              (+ (ibuf-offset ib) (* 8 done))))
                    (setf (ibuf-pos ib) (+ p (* 8 k)))
                    (incf i k)))))))
 
