@@ -94,10 +94,9 @@ the end."
                (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
                  (declare (ignore data-end))
                  (sb-sys:with-pinned-objects (data)
-                   (sb-kernel:system-area-ub8-copy (obuf-sap ob) 0
-                                                   (sb-sys:vector-sap data)
-                                                   (+ data-start start direct)
-                                                   (obuf-pos ob)))))
+                   (copy-memory (obuf-sap ob)
+                                (sb-sys:sap+ (sb-sys:vector-sap data) (+ data-start start direct))
+                                (obuf-pos ob)))))
              (setf (fill-pointer vector) (+ start total))
              vector))
       (when (and ob (region-p (obuf-sink ob)))

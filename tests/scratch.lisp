@@ -120,3 +120,48 @@
         (binstore:restore buffer))
       (let ((per-restore (/ (- (sb-ext:get-bytes-consed) before) 1000)))
         (is (< per-restore 2048) "~,1f bytes consed per restore" per-restore)))))
+
+(defun bytes-consed-per-call (n fn)
+  "The bytes FN conses a call, averaged over N calls after one to warm up."
+  (funcall fn)
+  (let ((before (sb-ext:get-bytes-consed)))
+    (dotimes (i n)
+      (funcall fn))
+    (/ (- (sb-ext:get-bytes-consed) before) n)))
+
+(test stores-and-restores-make-no-garbage-per-object
+  ;; What a store into a vector with room allocates does not grow with the
+  ;; data, and a restore allocates the result: a fixed few kilobytes at
+  ;; most besides.  Each part of the data below once made garbage for
+  ;; each object: a list written in two walks, a cons of its length and
+  ;; tail (one-element lists of vectors: 16 bytes each); a block of a
+  ;; list's cars, a boxed address (a list of numbers and conses, shared
+  ;; structures tracked: 16 bytes per number between conses); a block of
+  ;; a fixnum vector, and every copy of a payload, two boxed addresses.
+  (let* ((count 5000)
+         (lists (let ((v (make-array count)))
+                  (dotimes (i count v)
+                    (setf (svref v i) (list (vector i))))))
+         (mixed (loop for i below count collect (+ i 0.5d0) collect (cons i i)))
+         (fixnums (loop repeat 20
+                        collect (make-array 5000 :element-type 'fixnum :initial-element 7)))
+         (doubles (loop for size from 300 below 700
+                        collect (make-array size :element-type 'double-float
+                                                 :initial-element 1d0)))
+         (buffer (make-array 1000000 :element-type '(unsigned-byte 8) :fill-pointer 0)))
+    (loop for (data . options) in (list (list lists) (list mixed :support-shared-list-structures t)
+                                        (list fixnums) (list doubles))
+          for name in '(lists mixed fixnums doubles)
+          do (flet ((store-into ()
+                      (setf (fill-pointer buffer) 0)
+                      (apply #'binstore:store buffer data options)))
+               (let ((consed (bytes-consed-per-call 20 #'store-into)))
+                 (is (< consed 8192) "~a: ~d bytes consed per store" name consed))))
+    ;; the vectors' restore: the list's conses and the vectors (a header
+    ;; and a length, then the elements, in 16-byte granules), little else
+    (dolist (data (list fixnums doubles))
+      (let* ((bytes (binstore:store nil data))
+             (result (reduce #'+ data :key (lambda (v)
+                                             (+ 16 (* 16 (ceiling (+ 16 (* 8 (length v))) 16))))))
+             (consed (bytes-consed-per-call 20 (lambda () (binstore:restore bytes)))))
+        (is (< consed (+ result 4096)) "~d bytes consed per restore of ~d" consed result)))))

@@ -94,15 +94,16 @@ WHAT names the payload's bytes in the message."
 
 (defconstant +words-per-block+ 512)
 
-(defun put-untagged-words (from to k)
-  "Store at the address TO the K tagged words at the address FROM, each as
-the 8-byte integer it holds: four words a step, then one at a time.  A
-function of its own, called once a block: inside WRITE-TAGGED-WORDS, around
-its calls to make room, the addresses lived on the stack as integers,
-checked and reloaded at every word."
-  (declare (type sb-sys:system-area-pointer from to)
+(defun put-untagged-words (from-address to-address k)
+  "Store at TO-ADDRESS the K tagged words at FROM-ADDRESS, each as the
+8-byte integer it holds: four words a step, then one at a time.  A function
+of its own, called once a block: inside WRITE-TAGGED-WORDS, around its
+calls to make room, the addresses lived on the stack as integers, checked
+and reloaded at every word.  The addresses come as integers, which are
+fixnums: a SAP passed to a function not inline is boxed, 16 bytes each."
+  (declare (type sb-ext:word from-address to-address)
            (type (integer 0 #.+words-per-block+) k) (optimize speed))
-  (let ((from from) (to to) (k k))
+  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (k k))
     (declare (type sb-sys:system-area-pointer from to)
              (type (integer 0 #.+words-per-block+) k))
     (flet ((put (offset)
@@ -129,19 +130,22 @@ vector, as 8-byte integers."
             do (let* ((k (min (- count i) +words-per-block+))
                       (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob))))
                  (declare (type index p))
-                 (put-untagged-words (sb-sys:sap+ src (* 8 i)) (sb-sys:sap+ (obuf-sap ob) p) k)
+                 (put-untagged-words (sb-sys:sap-int (sb-sys:sap+ src (* 8 i)))
+                                     (sb-sys:sap-int (sb-sys:sap+ (obuf-sap ob) p)) k)
                  (setf (obuf-pos ob) (+ p (* 8 k)))
                  (incf i k))))))
 
-(defun put-tagged-words (from to k fixnum-p)
-  "Store at the address TO the K 8-byte integers at the address FROM as
-tagged words, each checked to fit a fixnum (FIXNUM-P) or an (unsigned-byte
-62): four a step, as PUT-UNTAGGED-WORDS.  Return K, or the index of the
-first integer that does not fit, before which all are stored."
-  (declare (type sb-sys:system-area-pointer from to)
+(defun put-tagged-words (from-address to-address k fixnum-p)
+  "Store at TO-ADDRESS the K 8-byte integers at FROM-ADDRESS as tagged
+words, each checked to fit a fixnum (FIXNUM-P) or an (unsigned-byte 62):
+four a step, the addresses integers, as in PUT-UNTAGGED-WORDS.  Return K,
+or the index of the first integer that does not fit, before which all are
+stored."
+  (declare (type sb-ext:word from-address to-address)
            (type (integer 0 #.+words-per-block+) k) (optimize speed))
-  (let ((left k))
-    (declare (type (integer 0 #.+words-per-block+) left))
+  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (left k))
+    (declare (type sb-sys:system-area-pointer from to)
+             (type (integer 0 #.+words-per-block+) left))
     (flet ((put (offset)
              (let ((v (sb-sys:signed-sap-ref-64 from offset)))
                (unless (if fixnum-p (typep v 'fixnum) (typep v '(unsigned-byte 62)))
@@ -169,8 +173,9 @@ first integer that does not fit, before which all are stored."
               do (need ib 8)          ; refills; at least one word in the window
                  (let* ((p (ibuf-pos ib))
                         (k (min (- count i) (floor (available ib) 8) +words-per-block+))
-                        (done (put-tagged-words (sb-sys:sap+ (ibuf-sap ib) p)
-                                                (sb-sys:sap+ dst (* 8 i)) k fixnum-p)))
+                        (done (put-tagged-words (+ (ibuf-base ib) p)
+                                                (sb-sys:sap-int (sb-sys:sap+ dst (* 8 i)))
+                                                k fixnum-p)))
                    (declare (type index p k done))
                    (when (< done k)
                      (invalid ib (format nil "~d is not of type ~s"

@@ -139,32 +139,35 @@ the path through the table too spilled variables to the stack."
         (setf c next)))
     (values (sb-sys:sap- out sap) c (- k left))))
 
-(defun put-plain-cars (sap p c k mark list)
-  "PUT-NUMBER-CARS without a table."
-  (put-number-cars sap p c k mark nil nil list))
+(defun put-plain-cars (window-address p c k mark list)
+  "PUT-NUMBER-CARS without a table, at WINDOW-ADDRESS (see PUT-LEAF-CARS)."
+  (declare (type sb-ext:word window-address))
+  (put-number-cars (sb-sys:int-sap window-address) p c k mark nil nil list))
 
-(defun put-tracked-cars (sap p c k mark refs list)
-  "PUT-NUMBER-CARS with the table REFS."
-  (declare (type identity-table refs))
-  (put-number-cars sap p c k mark nil refs list))
+(defun put-tracked-cars (window-address p c k mark refs list)
+  "PUT-NUMBER-CARS with the table REFS, at WINDOW-ADDRESS (see PUT-LEAF-CARS)."
+  (declare (type sb-ext:word window-address) (type identity-table refs))
+  (put-number-cars (sb-sys:int-sap window-address) p c k mark nil refs list))
 
-(defun put-packed-cars (sap p c k mark list)
-  "PUT-NUMBER-CARS for a packed run."
-  (put-number-cars sap p c k mark t nil list))
+(defun put-packed-cars (window-address p c k mark list)
+  "PUT-NUMBER-CARS for a packed run, at WINDOW-ADDRESS (see PUT-LEAF-CARS)."
+  (declare (type sb-ext:word window-address))
+  (put-number-cars (sb-sys:int-sap window-address) p c k mark t nil list))
 
-(defun put-fixnum-cars (sap p c k mark list)
+(defun put-fixnum-cars (window-address p c k mark list)
   "PUT-PLAIN-CARS for cars that are fixnums, which need no table: store them
-from the cons C on at SAP+P, at most K of them, for as long as each is a
+from the cons C on at WINDOW-ADDRESS+P, at most K of them, for as long as each is a
 fixnum, and return as PUT-PLAIN-CARS does.  Lists of small integers are
 common and this loop has nothing else to test: about two thirds of the
 instructions of PUT-PLAIN-CARS per car.  The walk goes on while the cdr is
 a list, not a cons: the car of NIL is NIL, which ends the run as any car
 that is not a fixnum does, so reaching the end costs no test of its own."
-  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+  (declare (type sb-ext:word window-address) (type index p k) (type cons c)
            (optimize speed))
-  (let ((out (sb-sys:sap+ sap p))
-        (left k)
-        (c c))
+  (let* ((sap (sb-sys:int-sap window-address))
+         (out (sb-sys:sap+ sap p))
+         (left k)
+         (c c))
     (declare (type index left) (type list c))
     (loop
       (when (zerop left)
@@ -182,19 +185,20 @@ that is not a fixnum does, so reaching the end costs no test of its own."
         (setf c next)))
     (values (sb-sys:sap- out sap) c (- k left))))
 
-(defun put-tracked-double-cars (sap p c k mark refs list)
+(defun put-tracked-double-cars (window-address p c k mark refs list)
   "PUT-TRACKED-CARS for a run of double-floats, new ones of the chunk of
 the heap met last, while REFS is in seen bits (see SEEN-BITS-STATE): each
 takes its id with no call, and with no store to the table until the end.
 Returns as PUT-TRACKED-CARS does, having stored none when REFS is not in
 seen bits; a double it does not take (met before, or in another chunk) is
 left to PUT-LEAF."
-  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+  (declare (type sb-ext:word window-address) (type index p k) (type cons c)
            (type identity-table refs) (optimize speed))
   (multiple-value-bind (objects entry bits base chunk epoch) (seen-bits-state refs)
     (unless objects
       (return-from put-tracked-double-cars (values p c 0)))
-    (let ((out (sb-sys:sap+ sap p))
+    (let* ((sap (sb-sys:int-sap window-address))
+           (out (sb-sys:sap+ sap p))
           (left k)
           (limit (length (the simple-vector objects)))
           (wk -1)
@@ -242,30 +246,33 @@ left to PUT-LEAF."
             (setf c next)))
         (finish c)))))
 
-(defun put-leaf-cars (sap p c k mark packed refs list)
-  "Write the cars from the cons C on at SAP+P, at most K of them, for as long
+(defun put-leaf-cars (window-address p c k mark packed refs list)
+  "Write the cars from the cons C on at WINDOW-ADDRESS+P, at most K of them, for as long
 as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
 bytes).  Return the offset after them, the cons reached (the one whose car
 was not written, or the cdr after the last car written) and how many were
 written.  A cons reached that is MARK means LIST is circular.  The caller
-has made room for K times +MAX-LEAF-BYTES+."
-  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+has made room for K times +MAX-LEAF-BYTES+.  The window's address comes as
+an integer, a fixnum, as it does to the loops this calls: a SAP passed to a
+function not inline is boxed, 16 bytes of garbage for each call."
+  (declare (type sb-ext:word window-address) (type index p k) (type cons c)
            (optimize speed))
-  (let ((written 0))
+  (let ((written 0)
+        (sap (sb-sys:int-sap window-address)))
     (declare (type index written))
     (loop
       ;; what needs no call, in a loop of its own
       (multiple-value-bind (q next n)
-          (cond (packed (put-packed-cars sap p c (- k written) mark list))
+          (cond (packed (put-packed-cars window-address p c (- k written) mark list))
                 ;; only at the block's start, so that a list mixing
                 ;; fixnums with other numbers does not go back and forth
                 ;; between this loop and another
                 ((and (zerop written) (typep (car c) 'fixnum))
-                 (put-fixnum-cars sap p c k mark list))
+                 (put-fixnum-cars window-address p c k mark list))
                 ((and refs (typep (car c) 'double-float))
-                 (put-tracked-double-cars sap p c (- k written) mark refs list))
-                (refs (put-tracked-cars sap p c (- k written) mark refs list))
-                (t (put-plain-cars sap p c (- k written) mark list)))
+                 (put-tracked-double-cars window-address p c (- k written) mark refs list))
+                (refs (put-tracked-cars window-address p c (- k written) mark refs list))
+                (t (put-plain-cars window-address p c (- k written) mark list)))
         (declare (type index q n))
         (setf p q
               written (sb-ext:truly-the index (+ written n)))
@@ -350,7 +357,7 @@ the cons of the first car not written and how many are left."
               (setf c (cdr c))
               (decf n))
             (multiple-value-bind (q next written)
-                (put-leaf-cars (obuf-sap ob) p c block *no-mark* nil refs list)
+                (put-leaf-cars (obuf-base ob) p c block *no-mark* nil refs list)
               (declare (type index q written))
               (setf (obuf-pos ob) q
                     c next)
@@ -426,47 +433,50 @@ record) otherwise took a dozen calls through the general writer."
         t))))
 
 (defun write-list-header (ss list)
-  "Write the tag and length of the run at LIST; return (n . tail) for the
-contents, where a tail of :INT64 marks a packed run of integers."
+  "Write the tag and length of the run at LIST; return for the contents its
+length N, or -N for a packed run of integers.  (A fixnum, where a cons of
+the length and the tail was garbage for every list written this way: the
+tail is where the contents' walk ends.)"
   (let ((ob (ss-obuf ss)))
     (multiple-value-bind (n tail int64) (list-run ss list)
+      (declare (type index n))
       (expect-tracked-elements ss n (car list))
       (cond ((and (null tail) (> n 1) int64)
              (write-u8 ob +tag-int64-list+) (write-varint ob n)
-             (setf tail :int64))
-            ((null tail) (write-u8 ob +tag-list+) (write-varint ob n))
-            ((= n 1) (write-u8 ob +tag-cons+))
-            (t (write-u8 ob +tag-dotted-list+) (write-varint ob n)))
-      (cons n tail))))
+             (- n))
+            ((null tail) (write-u8 ob +tag-list+) (write-varint ob n) n)
+            ((= n 1) (write-u8 ob +tag-cons+) n)
+            (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n)))))
 
 (defun write-list-contents (ss list info)
-  "Write the cars of the run at LIST, then its tail.  A tail that starts a new
-run (a cons written before becomes a reference) is written here too, in a
-loop rather than by recursion."
-  (when (eq (cdr info) :int64)
-    (write-int64-run (ss-obuf ss) list (car info))
-    (return-from write-list-contents))
+  "Write the cars of the run at LIST, whose WRITE-LIST-HEADER returned INFO,
+then its tail.  A tail that starts a new run (a cons written before becomes
+a reference) is written here too, in a loop rather than by recursion."
+  (declare (type fixnum info))
   (loop
-    (destructuring-bind (n . tail) info
+    (when (minusp info)                 ; packed, so proper: nothing follows
+      (write-int64-run (ss-obuf ss) list (- info))
+      (return))
+    (let ((c list) (n info) (ob (ss-obuf ss)) (refs (leaf-refs ss)))
       (declare (type index n))
-      (let ((c list) (ob (ss-obuf ss)) (refs (leaf-refs ss)))
-        (loop
-          (when (zerop n)
-            (return))
-          (if (and (leaf-p (car c)) (> n 1) (leaf-p (cadr c)))
-              ;; numbers, the commonest elements, in blocks (a call pays
-              ;; for itself from two cars on)
-              (multiple-value-setq (c n) (write-leaf-cars ob c n refs))
-              (progn (write-object ss (car c))
-                     (setf c (cdr c))
-                     (decf n)))))
-      (cond ((null tail) (return))
-            ((and (consp tail) (ss-lists ss))
-             (when (written-before-p ss tail)
+      (loop
+        (when (zerop n)
+          (return))
+        (if (and (leaf-p (car c)) (> n 1) (leaf-p (cadr c)))
+            ;; numbers, the commonest elements, in blocks (a call pays
+            ;; for itself from two cars on)
+            (multiple-value-setq (c n) (write-leaf-cars ob c n refs))
+            (progn (write-object ss (car c))
+                   (setf c (cdr c))
+                   (decf n))))
+      ;; C, past the run's last cons, is its tail
+      (cond ((null c) (return))
+            ((and (consp c) (ss-lists ss))
+             (when (written-before-p ss c)
                (return))
-             (setf list tail
-                   info (write-list-header ss tail)))
-            (t (write-object ss tail) (return))))))
+             (setf list c
+                   info (write-list-header ss c)))
+            (t (write-object ss c) (return))))))
 
 ;;; One walk ------------------------------------------------------------
 ;;; A run's length precedes its cars, so the writer above walks each run
@@ -588,7 +598,7 @@ kept, and meeting it again means a cycle."
                            (setf boxed-leaves (leaf-p x))
                            (unless (next) (return))))
                 (multiple-value-bind (p next written)
-                    (put-leaf-cars (obuf-sap ob) (obuf-pos ob) c block
+                    (put-leaf-cars (obuf-base ob) (obuf-pos ob) c block
                                    mark packed refs list)
                   (declare (type index p written))
                   ;; X at least is written, and NEXT's steps are taken: N

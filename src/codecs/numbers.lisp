@@ -303,8 +303,9 @@ as near the window's end (where MAX-TO-WRITE may leave less room than
              (t (write-complex-float ob x))))
      t)))
 
-(defun put-plain-elements (sap p v start end boxed)
-  "Store the elements of V from START below END at SAP+P for as long as each
+(defun put-plain-elements (window-address p v start end boxed)
+  "Store the elements of V from START below END at WINDOW-ADDRESS+P (an
+integer, as for PUT-LEAF-CARS) for as long as each
 is a fixnum or a single float, or with BOXED a double or a complex of floats
 too, as PUT-LEAF does without tracking; return the offset after them and the
 index of the first one not stored.  A loop without calls, its output a
@@ -312,9 +313,10 @@ pointer, as in PUT-PLAIN-CARS (but without PUT-LEAF-QUICKLY's path through
 the table, which takes registers the loop over a vector of fixnums then
 spills: it ran 60% slower).  The caller has made room for END - START times
 +MAX-LEAF-BYTES+, and END is within V."
-  (declare (type sb-sys:system-area-pointer sap) (type index p start end)
+  (declare (type sb-ext:word window-address) (type index p start end)
            (type simple-vector v) (optimize speed))
-  (let ((out (sb-sys:sap+ sap p))
+  (let* ((sap (sb-sys:int-sap window-address))
+         (out (sb-sys:sap+ sap p))
         (i start))
     (declare (type index i))
     (loop
@@ -374,7 +376,8 @@ takes them; return the index of the first one not written."
                 ;; for a number: a vector of other objects comes here for
                 ;; each element)
                 (when (and (< i stop) (leaf-p (svref v i)))
-                  (multiple-value-setq (p i) (put-plain-elements sap p v i stop (null refs))))
+                  (multiple-value-setq (p i)
+                    (put-plain-elements (obuf-base ob) p v i stop (null refs))))
                 (unless (< i stop)
                   (return))
                 (let ((q (put-leaf sap p (svref v i) refs)))

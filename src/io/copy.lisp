@@ -17,28 +17,31 @@
   "Copies of this many bytes or fewer do not use `rep movsb`, whatever the
 distance; longer ones at a slow distance are made in pieces of this size.")
 
-(defun copy-in-pieces (from to count)
-  "Copy COUNT bytes from the address FROM to the address TO, which do not
-overlap, by memmove calls of at most +COPY-PIECE-BYTES+ bytes each.  The
-caller has checked that both ranges are memory it may read and write."
-  (declare (type sb-sys:system-area-pointer from to) (type index count)
+(defun copy-in-pieces (from-address to-address count)
+  "Copy COUNT bytes from FROM-ADDRESS to TO-ADDRESS, which do not overlap,
+by memmove calls of at most +COPY-PIECE-BYTES+ bytes each.  The caller has
+checked that both ranges are memory it may read and write.  The addresses
+come as integers, which are fixnums: a SAP passed to a function not
+inline is boxed."
+  (declare (type sb-ext:word from-address to-address) (type index count)
            (optimize speed))
-  (let ((i 0))
+  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (i 0))
     (declare (type index i))
     (loop while (< i count)
           do (let ((n (min +copy-piece-bytes+ (- count i))))
-               (sb-kernel:system-area-ub8-copy from i to i n)
+               (sb-sys:memmove (sb-sys:sap+ to i) (sb-sys:sap+ from i) n)
                (incf i n)))))
 
 (declaim (inline copy-memory))
 (defun copy-memory (from to count)
   "Copy COUNT bytes from the address FROM to the address TO, which do not
 overlap (both ranges checked by the caller): with one memmove, or in pieces
-where one would be slow (see above).  Inline, so that neither address is
-boxed."
+where one would be slow (see above).  Inline, as SB-SYS:MEMMOVE is, so that
+neither address is boxed (SB-KERNEL:SYSTEM-AREA-UB8-COPY, a full call, boxed
+both: 32 bytes of garbage a copy)."
   (declare (type sb-sys:system-area-pointer from to) (type index count))
   (if (and (> count +copy-piece-bytes+)
            (< 0 (ldb (byte 12 0) (- (sb-sys:sap-int to) (sb-sys:sap-int from))) 32))
-      (copy-in-pieces from to count)
-      (sb-kernel:system-area-ub8-copy from 0 to 0 count))
+      (copy-in-pieces (sb-sys:sap-int from) (sb-sys:sap-int to) count)
+      (sb-sys:memmove to from count))
   (values))
