@@ -103,20 +103,20 @@ and reloaded at every word.  The addresses come as integers, which are
 fixnums: a SAP passed to a function not inline is boxed, 16 bytes each."
   (declare (type sb-ext:word from-address to-address)
            (type (integer 0 #.+words-per-block+) k) (optimize speed))
-  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (k k))
+  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (left k))
     (declare (type sb-sys:system-area-pointer from to)
-             (type (integer 0 #.+words-per-block+) k))
+             (type (integer 0 #.+words-per-block+) left))
     (flet ((put (offset)
              (setf (sb-sys:signed-sap-ref-64 to offset)
                    (ash (sb-sys:signed-sap-ref-64 from offset) (- sb-vm:n-fixnum-tag-bits)))))
       (declare (inline put))
       ;; the addresses move on, not an index: a tagged index is shifted
       ;; before every access
-      (loop while (>= k 4)
+      (loop while (>= left 4)
             do (put 0) (put 8) (put 16) (put 24)
                (setf from (sb-sys:sap+ from 32) to (sb-sys:sap+ to 32))
-               (decf k 4))
-      (dotimes (j k)
+               (decf left 4))
+      (dotimes (j left)
         (put (* 8 j))))))
 
 (defun write-tagged-words (ob storage count)
@@ -130,8 +130,7 @@ vector, as 8-byte integers."
             do (let* ((k (min (- count i) +words-per-block+))
                       (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob))))
                  (declare (type index p))
-                 (put-untagged-words (sb-sys:sap-int (sb-sys:sap+ src (* 8 i)))
-                                     (sb-sys:sap-int (sb-sys:sap+ (obuf-sap ob) p)) k)
+                 (put-untagged-words (+ (sb-sys:sap-int src) (* 8 i)) (+ (obuf-base ob) p) k)
                  (setf (obuf-pos ob) (+ p (* 8 k)))
                  (incf i k))))))
 
@@ -174,8 +173,7 @@ stored."
                  (let* ((p (ibuf-pos ib))
                         (k (min (- count i) (floor (available ib) 8) +words-per-block+))
                         (done (put-tagged-words (+ (ibuf-base ib) p)
-                                                (sb-sys:sap-int (sb-sys:sap+ dst (* 8 i)))
-                                                k fixnum-p)))
+                                                (+ (sb-sys:sap-int dst) (* 8 i)) k fixnum-p)))
                    (declare (type index p k done))
                    (when (< done k)
                      (invalid ib (format nil "~d is not of type ~s"

@@ -156,8 +156,8 @@ the path through the table too spilled variables to the stack."
 
 (defun put-fixnum-cars (window-address p c k mark list)
   "PUT-PLAIN-CARS for cars that are fixnums, which need no table: store them
-from the cons C on at WINDOW-ADDRESS+P, at most K of them, for as long as each is a
-fixnum, and return as PUT-PLAIN-CARS does.  Lists of small integers are
+from the cons C on at WINDOW-ADDRESS+P, at most K of them, for as long as
+each is a fixnum, and return as PUT-PLAIN-CARS does.  Lists of small integers are
 common and this loop has nothing else to test: about two thirds of the
 instructions of PUT-PLAIN-CARS per car.  The walk goes on while the cdr is
 a list, not a cons: the car of NIL is NIL, which ends the run as any car
@@ -199,10 +199,10 @@ left to PUT-LEAF."
       (return-from put-tracked-double-cars (values p c 0)))
     (let* ((sap (sb-sys:int-sap window-address))
            (out (sb-sys:sap+ sap p))
-          (left k)
-          (limit (length (the simple-vector objects)))
-          (wk -1)
-          (word 0))
+           (left k)
+           (limit (length (the simple-vector objects)))
+           (wk -1)
+           (word 0))
       (declare (type index entry base left limit) (type fixnum wk chunk)
                (type sb-ext:word word) (type simple-vector objects)
                (type (simple-array sb-ext:word (*)) bits))
@@ -247,11 +247,11 @@ left to PUT-LEAF."
         (finish c)))))
 
 (defun put-leaf-cars (window-address p c k mark packed refs list)
-  "Write the cars from the cons C on at WINDOW-ADDRESS+P, at most K of them, for as long
-as each is a number PUT-LEAF takes (with PACKED, an INT64-ELEMENT-P, as its 8
-bytes).  Return the offset after them, the cons reached (the one whose car
-was not written, or the cdr after the last car written) and how many were
-written.  A cons reached that is MARK means LIST is circular.  The caller
+  "Write the cars from the cons C on at WINDOW-ADDRESS+P, at most K of them,
+for as long as each is a number PUT-LEAF takes (with PACKED, an
+INT64-ELEMENT-P, as its 8 bytes).  Return the offset after them, the cons
+reached (the one whose car was not written, or the cdr after the last car
+written) and how many were written.  A cons reached that is MARK means LIST is circular.  The caller
 has made room for K times +MAX-LEAF-BYTES+.  The window's address comes as
 an integer, a fixnum, as it does to the loops this calls: a SAP passed to a
 function not inline is boxed, 16 bytes of garbage for each call."
