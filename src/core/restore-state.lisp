@@ -386,21 +386,20 @@ high bits, gathered as they move, say whether all were ASCII."
         (values nil nil)
         (let ((s (make-string n :element-type 'base-char))
               (high 0)
-              (last (1- words)))
-          (declare (type sb-ext:word high) (type fixnum last))
+              (whole (floor n 8))
+              (k (logand n 7)))
+          (declare (type sb-ext:word high) (type index whole) (type (integer 0 7) k))
           ;; every offset below is within the window, below END: an index
-          (dotimes (w last)
+          (dotimes (w whole)
             (let ((word (sb-sys:sap-ref-64 sap (sb-ext:truly-the index (+ from (* 8 w))))))
               (setf high (logior high word)
                     (sb-kernel:%vector-raw-bits s w) word)))
-          (when (>= last 0)
+          (unless (zerop k)
             ;; the last word holds K characters
-            (let* ((k (- n (* 8 last)))
-                   (word (logand (sb-sys:sap-ref-64 sap (+ from (* 8 last)))
-                                 (ash sb-ext:most-positive-word (* -8 (- 8 k))))))
-              (declare (type (integer 1 8) k))
+            (let ((word (ldb (byte (* 8 k) 0)
+                             (sb-sys:sap-ref-64 sap (sb-ext:truly-the index (+ from (* 8 whole)))))))
               (setf high (logior high word)
-                    (sb-kernel:%vector-raw-bits s last) word)))
+                    (sb-kernel:%vector-raw-bits s whole) word)))
           (if (logtest high #x8080808080808080)
               (values nil nil)
               (progn (charge rs n)
@@ -955,6 +954,25 @@ FILL-ELEMENTS the table and its count lived on the stack."
                        i (sb-ext:truly-the index (1+ i))))))
     (values i p)))
 
+(defun fill-string-elements (rs v i p end)
+  "Store into the simple vector V, from index I on, the short strings the
+window holds from P (below END) on, each fresh and taking an id when
+tracked; return the index and the offset reached.  A function of its own,
+as FILL-STRING-CARS (a vector of 1,000,000 short strings: 149M
+instructions to restore inside FILL-ELEMENTS, 145M here)."
+  (declare (type restore-state rs) (type simple-vector v) (type index i p end)
+           (optimize speed))
+  (let ((sap (ibuf-sap (rs-ibuf rs)))
+        (n (length v)))
+    (loop while (and (< i n) (< p end) (string-tag-p (sb-sys:sap-ref-8 sap p)))
+          do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap p) p end)
+               (unless next
+                 (return))
+               (setf (svref v i) s
+                     p next
+                     i (sb-ext:truly-the index (1+ i)))))
+    (values i p)))
+
 (defun fill-elements (rs v)
   "Read the elements of the fresh simple vector V; return V."
   (declare (type restore-state rs) (type simple-vector v) (optimize speed))
@@ -988,16 +1006,7 @@ FILL-ELEMENTS the table and its count lived on the stack."
                       (incf j))
              (setf p q i j)))
           (#.+string-kind+
-           (let ((q p) (j i))
-             (declare (type index q j))
-             (loop while (and (< j n) (< q end) (string-tag-p (sb-sys:sap-ref-8 sap q)))
-                   do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap q) q end)
-                        (unless next
-                          (return))
-                        (setf (svref v j) s
-                              q next)
-                        (incf j)))
-             (setf p q i j)))
+           (multiple-value-setq (i p) (fill-string-elements rs v i p end)))
           (#.+ref-kind+
            (multiple-value-setq (i p) (fill-ref-elements rs v i p end)))
           (#.+leaf-kind+
