@@ -137,7 +137,8 @@
   ;; tail (one-element lists of vectors: 16 bytes each); a block of a
   ;; list's cars, a boxed address (a list of numbers and conses, shared
   ;; structures tracked: 16 bytes per number between conses); a block of
-  ;; a fixnum vector, and every copy of a payload, two boxed addresses.
+  ;; a fixnum vector, and every copy of a payload, two boxed addresses; a
+  ;; payload or a long string written or read, its address.
   (let* ((count 5000)
          (lists (let ((v (make-array count)))
                   (dotimes (i count v)
@@ -145,23 +146,31 @@
          (mixed (loop for i below count collect (+ i 0.5d0) collect (cons i i)))
          (fixnums (loop repeat 20
                         collect (make-array 5000 :element-type 'fixnum :initial-element 7)))
-         (doubles (loop for size from 300 below 700
+         (doubles (loop for size from 100 below 900
                         collect (make-array size :element-type 'double-float
                                                  :initial-element 1d0)))
-         (buffer (make-array 1000000 :element-type '(unsigned-byte 8) :fill-pointer 0)))
+         (strings (loop for i below 1000
+                        collect (coerce (make-string 200 :initial-element (code-char (+ 65 (mod i 26))))
+                                        'simple-base-string)))
+         (buffer (make-array 4000000 :element-type '(unsigned-byte 8) :fill-pointer 0)))
     (loop for (data . options) in (list (list lists) (list mixed :support-shared-list-structures t)
-                                        (list fixnums) (list doubles))
-          for name in '(lists mixed fixnums doubles)
+                                        (list fixnums) (list doubles) (list strings))
+          for name in '(lists mixed fixnums doubles strings)
           do (flet ((store-into ()
                       (setf (fill-pointer buffer) 0)
                       (apply #'binstore:store buffer data options)))
                (let ((consed (bytes-consed-per-call 20 #'store-into)))
                  (is (< consed 8192) "~a: ~d bytes consed per store" name consed))))
-    ;; the vectors' restore: the list's conses and the vectors (a header
-    ;; and a length, then the elements, in 16-byte granules), little else
-    (dolist (data (list fixnums doubles))
+    ;; the restore: the list's conses and the vectors or strings (a header
+    ;; and a length, then the elements, and for a base string a zero byte,
+    ;; in 16-byte granules), little else
+    (dolist (data (list fixnums doubles strings))
       (let* ((bytes (binstore:store nil data))
-             (result (reduce #'+ data :key (lambda (v)
-                                             (+ 16 (* 16 (ceiling (+ 16 (* 8 (length v))) 16))))))
+             (result (reduce #'+ data
+                             :key (lambda (v)
+                                    (+ 16 (* 16 (ceiling (+ 16 (if (stringp v)
+                                                                   (1+ (length v))
+                                                                   (* 8 (length v))))
+                                                         16))))))
              (consed (bytes-consed-per-call 20 (lambda () (binstore:restore bytes)))))
         (is (< consed (+ result 4096)) "~d bytes consed per restore of ~d" consed result)))))

@@ -195,7 +195,7 @@ stored."
             (partial-bits (mod (* count bits) 8)))
        (sb-sys:with-pinned-objects (storage)
          (let ((sap (sb-sys:vector-sap storage)))
-           (write-octets-from-sap ob sap 0 whole)
+           (write-octets-from-address ob (sb-sys:sap-int sap) whole)
            (unless (zerop partial-bits)
              (write-u8 ob (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap whole))))))))))
 
@@ -210,11 +210,13 @@ READ-TAGGED-WORDS.)"
          (consp type) (eq (first type) 'unsigned-byte)
          (< (second type) (element-bits code)))))
 
-(defun check-payload-range (rs sap nbytes code start-offset)
-  "Signal if a value in the copied payload is outside its element type
-(see RANGE-CHECKED-CODE-P)."
+(defun check-payload-range (rs address nbytes code start-offset)
+  "Signal if a value in the payload copied to ADDRESS (an integer, as for
+WRITE-OCTETS-FROM-ADDRESS) is outside its element type (see
+RANGE-CHECKED-CODE-P)."
   (when (range-checked-code-p code)
-    (let ((width (floor (element-bits code) 8))
+    (let ((sap (sb-sys:int-sap address))
+          (width (floor (element-bits code) 8))
           (limit (expt 2 (second (element-type-of-code code)))))
       (loop for i from 0 below nbytes by width
             for v = (ecase width
@@ -240,12 +242,12 @@ READ-TAGGED-WORDS.)"
              (start (ibuf-offset ib)))
          (sb-sys:with-pinned-objects (storage)
            (let ((sap (sb-sys:vector-sap storage)))
-             (read-octets-to-sap ib sap 0 nbytes)
+             (read-octets-to-address ib (sb-sys:sap-int sap) nbytes)
              ;; SBCL expects the unused bits after the last element to be zero
              (unless (zerop partial-bits)
                (setf (sb-sys:sap-ref-8 sap (1- nbytes))
                      (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap (1- nbytes)))))
-             (check-payload-range rs sap nbytes code start))))))
+             (check-payload-range rs (sb-sys:sap-int sap) nbytes code start))))))
     storage))
 
 ;;; Simple vectors --------------------------------------------------------
@@ -397,9 +399,9 @@ READ-SPECIALIZED-VECTOR-IN-GENERAL, which also signals what is wrong."
                       (setf (sb-sys:sap-ref-8 to (1- nbytes))
                             (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 to (1- nbytes))))))
                   (setf (ibuf-pos ib) (+ from nbytes))
-                  ;; asked first: a call passing the address would box it
                   (when (range-checked-code-p code)
-                    (check-payload-range rs to nbytes code (+ (ibuf-consumed ib) from)))))
+                    (check-payload-range rs (sb-sys:sap-int to) nbytes code
+                                         (+ (ibuf-consumed ib) from)))))
               (register rs v))
             (read-specialized-vector-in-general rs))))))
 
@@ -455,7 +457,7 @@ array, the array it is displaced to and the offset."
           ((= code +element-type-character+) (write-utf8-chars ob storage 0 n))
           ((= code +element-type-base-char+)
            (sb-sys:with-pinned-objects (storage)
-             (write-octets-from-sap ob (sb-sys:vector-sap storage) 0 n)))
+             (write-octets-from-address ob (sb-sys:sap-int (sb-sys:vector-sap storage)) n)))
           ((= code +element-type-nil+))
           (t (write-payload ob storage code n)))))
 

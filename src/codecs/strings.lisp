@@ -62,7 +62,8 @@ character."
   (sb-kernel:with-array-data ((data string) (start start) (end end))
     (when (typep data 'simple-base-string)
       (sb-sys:with-pinned-objects (data)
-        (write-octets-from-sap ob (sb-sys:vector-sap data) start (- end start)))
+        (write-octets-from-address ob (+ (sb-sys:sap-int (sb-sys:vector-sap data)) start)
+                                   (- end start)))
       (return-from write-utf8-chars))
     (if (typep data '(simple-array character (*)))
         (let ((i start))
@@ -120,7 +121,7 @@ if it did."
           (write-u8 ob +tag-base-string+)
           (write-varint ob n)
           (sb-sys:with-pinned-objects (s)
-            (write-octets-from-sap ob (sb-sys:vector-sap s) 0 n))))))
+            (write-octets-from-address ob (sb-sys:sap-int (sb-sys:vector-sap s)) n))))))
 
 (defun write-character-string (ob s)
   (write-u8 ob +tag-string+)
@@ -209,19 +210,21 @@ string: only a name that becomes a new symbol is copied."
   (let ((ib (rs-ibuf rs))
         (offset (ibuf-offset (rs-ibuf rs))))
     (sb-sys:with-pinned-objects (string)
-      (let ((sap (sb-sys:vector-sap string)))
-        (read-octets-to-sap ib sap start count)
-        (let ((bad (non-ascii-position sap start (+ start count))))
+      (let ((address (sb-sys:sap-int (sb-sys:vector-sap string))))
+        (read-octets-to-address ib (+ address start) count)
+        (let ((bad (non-ascii-position address start (+ start count))))
           (when bad
             (invalid ib "a byte above 127 in a base string" "ASCII"
                      (+ offset (- bad start)))))))
     string))
 
-(defun non-ascii-position (sap start end)
-  "Index of the first byte from START below END at SAP that is not ASCII,
-or NIL.  Eight bytes at a time."
-  (declare (type sb-sys:system-area-pointer sap) (type index start end) (optimize speed))
-  (let ((i start))
+(defun non-ascii-position (address start end)
+  "Index of the first byte from START below END at ADDRESS (an integer, as
+for WRITE-OCTETS-FROM-ADDRESS) that is not ASCII, or NIL.  Eight bytes at a
+time."
+  (declare (type sb-ext:word address) (type index start end) (optimize speed))
+  (let ((sap (sb-sys:int-sap address))
+        (i start))
     (declare (type index i))
     (loop while (<= (+ i 8) end)
           do (unless (zerop (logand (sb-sys:sap-ref-64 sap i) #x8080808080808080))

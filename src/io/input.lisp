@@ -160,17 +160,17 @@ address is boxed."
   (declare (type index from count))
   (copy-memory (sb-sys:sap+ sap from) to count))
 
-(defun read-octets-to-sap (ib dst-sap dst-offset count)
-  "Copy COUNT input bytes to DST-SAP+DST-OFFSET (pinned by the caller)."
-  (declare (type ibuf ib) (type index dst-offset count))
+(defun read-octets-to-address (ib address count)
+  "Copy COUNT input bytes to ADDRESS (memory the caller pins), an integer
+as for WRITE-OCTETS-FROM-ADDRESS."
+  (declare (type ibuf ib) (type sb-ext:word address) (type index count))
   (loop while (> count 0)
         do (when (zerop (available ib))
              (refill ib 1))
            (let ((n (min count (available ib))))
-             (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib)
-                                (sb-sys:sap+ dst-sap dst-offset) n)
+             (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib) (sb-sys:int-sap address) n)
              (incf (ibuf-pos ib) n)
-             (incf dst-offset n)
+             (incf address n)
              (decf count n))))
 
 (defun bytes-left-bound (ib)

@@ -169,19 +169,21 @@ may overlap; both lie within the window's capacity)."
   (assert (<= (+ (max from to) count) (obuf-capacity ob)))
   (%memmove (sb-sys:sap+ (obuf-sap ob) to) (sb-sys:sap+ (obuf-sap ob) from) count))
 
-(defun write-octets-from-sap (ob src-sap src-offset count)
-  "Copy COUNT bytes from SRC-SAP+SRC-OFFSET (pinned by the caller) to the output."
-  (declare (type obuf ob) (type index src-offset count))
+(defun write-octets-from-address (ob address count)
+  "Copy COUNT bytes from ADDRESS (memory the caller pins) to the output.
+The address comes as an integer, a fixnum: a SAP passed to a function not
+inline is boxed, 16 bytes of garbage for every payload written."
+  (declare (type obuf ob) (type sb-ext:word address) (type index count))
   (loop while (> count 0)
         do (let ((room (- (obuf-end ob) (obuf-pos ob))))
              (when (zerop room)
                (make-room ob (min count (max 1 (obuf-capacity ob))))
                (setf room (- (obuf-end ob) (obuf-pos ob))))
              (let ((n (min room count)))
-               (copy-memory (sb-sys:sap+ src-sap src-offset)
+               (copy-memory (sb-sys:int-sap address)
                             (sb-sys:sap+ (obuf-sap ob) (obuf-pos ob)) n)
                (incf (obuf-pos ob) n)
-               (incf src-offset n)
+               (incf address n)
                (decf count n)))))
 
 ;;; ------------------------------------------------------------------
