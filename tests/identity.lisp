@@ -528,3 +528,26 @@ occurrence, and every other number restores as an object of its own."
           (loop for x across objects do (setf (gethash x distinct) t))
           (is (= (- n (length repeats)) (hash-table-count distinct))
               "n ~d: ~d distinct objects" n (hash-table-count distinct)))))))
+
+(test bytes-do-not-depend-on-collections
+  "A store with shared list structures writes the same bytes whether or not
+collections move the data while it runs: a collection in the middle of
+claiming a run of conses must not end the run early (on a bit set for an
+address the collection has since given to another cons) nor let a cons
+written before pass unseen."
+  (let* ((tail (loop for i below 3000 collect (float i 1d0)))
+         (data (loop for i below 60
+                     collect (append (loop for j below 2000 collect (+ j i)) tail)))
+         (expected (binstore:store nil data :support-shared-list-structures t))
+         (done nil)
+         (collector (sb-thread:make-thread
+                     (lambda () (loop until done do (sb-ext:gc) (sleep 0.0002))))))
+    (unwind-protect
+         (is (loop repeat 40
+                   always (equalp expected
+                                  (binstore:store nil data :support-shared-list-structures t))))
+      (setf done t)
+      (sb-thread:join-thread collector))
+    (let ((copy (binstore:restore expected)))
+      (check-same data copy)
+      (is (eq (nthcdr 2000 (first copy)) (nthcdr 2000 (second copy)))))))
