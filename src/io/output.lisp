@@ -157,17 +157,13 @@ caller); return the offset after it."
       (let ((p (reserve ob (varint-length n))))
         (put-varint (obuf-sap ob) p n))))
 
-(sb-alien:define-alien-routine ("memmove" %memmove) sb-alien:system-area-pointer
-  (destination sb-alien:system-area-pointer)
-  (source sb-alien:system-area-pointer)
-  (count sb-alien:unsigned-long))
-
 (defun move-window-bytes (ob from to count)
   "Move COUNT bytes of the window from offset FROM to offset TO (the ranges
-may overlap; both lie within the window's capacity)."
+may overlap; both lie within the window's capacity).  SB-SYS:MEMMOVE, as in
+COPY-MEMORY: memmove goes backwards where the ranges overlap that way."
   (declare (type obuf ob) (type index from to count))
   (assert (<= (+ (max from to) count) (obuf-capacity ob)))
-  (%memmove (sb-sys:sap+ (obuf-sap ob) to) (sb-sys:sap+ (obuf-sap ob) from) count))
+  (sb-sys:memmove (sb-sys:sap+ (obuf-sap ob) to) (sb-sys:sap+ (obuf-sap ob) from) count))
 
 (defun write-octets-from-address (ob address count)
   "Copy COUNT bytes from ADDRESS (memory the caller pins) to the output.
