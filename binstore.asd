@@ -22,8 +22,9 @@
     :pathname "src/io"
     :depends-on ("base")
     :components ((:file "copy")
+                 (:file "prefault")
                  (:file "output" :depends-on ("copy"))
-                 (:file "input" :depends-on ("copy"))))
+                 (:file "input" :depends-on ("copy" "prefault"))))
    (:module "state"
     :pathname "src/core"
     :depends-on ("io")

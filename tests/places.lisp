@@ -522,6 +522,66 @@ and are charged and depth-limited as the general path does it."
     (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
                          (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c)))))))
 
+(defun pages-mapped (address count)
+  "How many of the COUNT pages from the page address ADDRESS are mapped in."
+  (loop for i from 0 below count by binstore::+prefault-chunk-pages+
+        sum (let ((n (min binstore::+prefault-chunk-pages+ (- count i))))
+              (- n (binstore::unmapped-pages (+ address (* i binstore::+page-bytes+)) n)))))
+
+(test prefault-maps-fresh-pages-and-keeps-contents
+  "PREFAULT maps in the pages of a fresh mapping (when the kernel has
+MADV_POPULATE_WRITE) a megabyte at a time, leaves ranges under
++PREFAULT-BYTES+ alone and megabytes already mapped for the most part, keeps
+every byte the pages held, and stops at the partial pages of unaligned ends."
+  (let* ((mb binstore::+prefault-chunk-pages+) ; pages in a megabyte
+         (pages (* 3 mb))
+         (region (binstore::map-region (* pages binstore::+page-bytes+)))
+         (base (binstore::region-address region))
+         (written (append (loop for i below 150 collect i)             ; 104 of 254 left
+                          (loop for i from (* 2 mb) repeat 200 collect i)))) ; 56 of 256 left
+    (flet ((page (i) (sb-sys:int-sap (+ base (* i binstore::+page-bytes+)))))
+      (unwind-protect
+           (progn
+             (is (= 0 (pages-mapped base pages)) "a fresh mapping has no page mapped")
+             (binstore::prefault base (1- binstore::+prefault-bytes+))
+             (is (= 0 (pages-mapped base pages)) "a short range is left alone")
+             (dolist (i written)
+               (setf (sb-sys:sap-ref-8 (page i) 0) (1+ (mod i 255))))
+             ;; the first megabyte and the second, each unaligned at both ends
+             ;; (their whole pages: 1 to mb-2, mb+1 to 2mb-2), and the third
+             (binstore::prefault (+ base 5) (- (* mb binstore::+page-bytes+) 10))
+             (binstore::prefault (+ base (* mb binstore::+page-bytes+) 1)
+                                 (- (* mb binstore::+page-bytes+) 2))
+             (binstore::prefault (sb-sys:sap-int (page (* 2 mb))) (* mb binstore::+page-bytes+))
+             (when binstore::**populate-write-works**
+               (is (= (1- mb) (pages-mapped base mb)) "populated: all but the last page")
+               (is (= (- mb 2) (pages-mapped (sb-sys:sap-int (page mb)) mb))
+                   "populated: all but the first and last pages")
+               (is (= 200 (pages-mapped (sb-sys:sap-int (page (* 2 mb))) mb))
+                   "fewer than a quarter unmapped: left to fault"))
+             (is (loop for i below pages
+                       always (= (sb-sys:sap-ref-8 (page i) 0)
+                                 (if (member i written) (1+ (mod i 255)) 0)))))
+        (binstore::unmap-region region))))
+  ;; through store and restore: vectors large enough to be prefaulted, after
+  ;; a collection has handed free pages back
+  (let ((doubles (make-array 100000 :element-type 'double-float))
+        (octets (make-array 300001 :element-type '(unsigned-byte 8))))
+    (dotimes (i 100000) (setf (aref doubles i) (* i 1.25d0)))
+    (dotimes (i 300001) (setf (aref octets i) (mod (* i 31) 256)))
+    (sb-ext:gc :full t)
+    (let ((bytes (binstore:store nil (list doubles octets))))
+      (sb-ext:gc :full t)
+      (is (equalp (list doubles octets) (binstore:restore bytes)))
+      (call-with-temporary-directory
+       (lambda (directory)
+         (let ((pathname (merge-pathnames "large.bst" directory)))
+           (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8))
+             (write-sequence bytes out))
+           (sb-ext:gc :full t)
+           (with-open-file (in pathname :element-type '(unsigned-byte 8))
+             (is (equalp (list doubles octets) (binstore:restore in))))))))))
+
 (test copies-at-every-distance
   "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken
 when the destination lies 1 to 31 bytes past the source modulo 4096): sizes

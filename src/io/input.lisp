@@ -161,13 +161,15 @@ address is boxed."
   (copy-memory (sb-sys:sap+ sap from) to count))
 
 (defun read-octets-to-address (ib address count)
-  "Copy COUNT input bytes to ADDRESS (memory the caller pins), an integer
-as for WRITE-OCTETS-FROM-ADDRESS."
+  "Copy COUNT input bytes to ADDRESS (memory the caller pins and has just
+allocated, see PREFAULT), an integer as for WRITE-OCTETS-FROM-ADDRESS."
   (declare (type ibuf ib) (type sb-ext:word address) (type index count))
   (loop while (> count 0)
         do (when (zerop (available ib))
              (refill ib 1))
            (let ((n (min count (available ib))))
+             ;; only what the window holds: a stream may end short of COUNT
+             (prefault address n)
              (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib) (sb-sys:int-sap address) n)
              (incf (ibuf-pos ib) n)
              (incf address n)

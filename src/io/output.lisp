@@ -12,8 +12,6 @@
 
 (in-package #:binstore)
 
-(deftype index () '(integer 0 #.(- most-positive-fixnum 16)))
-
 (defstruct (obuf (:constructor %make-obuf))
   (base 0 :type sb-ext:word)          ; address of the current window
   (pos 0 :type index)                 ; next byte to write, relative to BASE
