@@ -565,14 +565,17 @@ every byte the pages held, and stops at the partial pages of unaligned ends."
         (binstore::unmap-region region))))
   ;; through store and restore: vectors large enough to be prefaulted, after
   ;; a collection has handed free pages back
-  (let ((doubles (make-array 100000 :element-type 'double-float))
-        (octets (make-array 300001 :element-type '(unsigned-byte 8))))
+  (let* ((doubles (make-array 100000 :element-type 'double-float))
+         (octets (make-array 300001 :element-type '(unsigned-byte 8)))
+         (fixnums (make-array 50000 :element-type 'fixnum))
+         (data (list doubles octets fixnums)))
     (dotimes (i 100000) (setf (aref doubles i) (* i 1.25d0)))
     (dotimes (i 300001) (setf (aref octets i) (mod (* i 31) 256)))
+    (dotimes (i 50000) (setf (aref fixnums i) (* (- i 25000) 1234567891)))
     (sb-ext:gc :full t)
-    (let ((bytes (binstore:store nil (list doubles octets))))
+    (let ((bytes (binstore:store nil data)))
       (sb-ext:gc :full t)
-      (is (equalp (list doubles octets) (binstore:restore bytes)))
+      (is (equalp data (binstore:restore bytes)))
       (call-with-temporary-directory
        (lambda (directory)
          (let ((pathname (merge-pathnames "large.bst" directory)))
@@ -580,7 +583,7 @@ every byte the pages held, and stops at the partial pages of unaligned ends."
              (write-sequence bytes out))
            (sb-ext:gc :full t)
            (with-open-file (in pathname :element-type '(unsigned-byte 8))
-             (is (equalp (list doubles octets) (binstore:restore in))))))))))
+             (is (equalp data (binstore:restore in))))))))))
 
 (test copies-at-every-distance
   "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken

@@ -164,12 +164,16 @@ stored."
   (declare (type index count) (optimize speed))
   (let ((ib (rs-ibuf rs))
         (fixnum-p (= code +element-type-fixnum+))
-        (i 0))
-    (declare (type index i))
+        (i 0)
+        (mapped 0))                   ; elements whose pages PREFAULT has seen
+    (declare (type index i mapped))
     (sb-sys:with-pinned-objects (storage)
       (let ((dst (sb-sys:vector-sap storage)))
         (loop while (< i count)
               do (need ib 8)          ; refills; at least one word in the window
+                 (when (>= i mapped)  ; a new window: as far as it goes
+                   (setf mapped (+ i (min (- count i) (floor (available ib) 8))))
+                   (prefault (+ (sb-sys:sap-int dst) (* 8 i)) (* 8 (- mapped i))))
                  (let* ((p (ibuf-pos ib))
                         (k (min (- count i) (floor (available ib) 8) +words-per-block+))
                         (done (put-tagged-words (+ (ibuf-base ib) p)
