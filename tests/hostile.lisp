@@ -446,6 +446,106 @@ under a second and without allocating for the claim."
       (let ((c (hostile-restore-condition bytes)))
         (is (typep c 'binstore:invalid-input) "~a: ~a" what (hostile-describe c))))))
 
+(defun reference-utf-8 (octets start count)
+  "Decode COUNT characters of OCTETS from START as the format defines UTF-8
+(shortest forms, code points up to #x10FFFF, surrogates allowed), a byte at
+a time.  Returns the string and the offset after it; or NIL and the offset
+of the first bad sequence; or NIL and :CUT when the octets end inside one."
+  (let ((string (make-string count)) (p start))
+    (flet ((byte-at (k) (if (< (+ p k) (length octets)) (aref octets (+ p k)) :end)))
+      (dotimes (i count (values string p))
+        (let* ((b0 (byte-at 0))
+               (width (cond ((eq b0 :end) (return (values nil :cut)))
+                            ((< b0 #x80) 1) ((< b0 #xC2) nil) ((< b0 #xE0) 2)
+                            ((< b0 #xF0) 3) ((< b0 #xF5) 4))))
+          (unless width (return (values nil p)))
+          (let ((code (if (= width 1) b0 (ldb (byte (- 7 width) 0) b0))))
+            (loop for k from 1 below width
+                  do (let ((b (byte-at k)))
+                       (cond ((eq b :end) (return-from reference-utf-8 (values nil :cut)))
+                             ((/= (logand b #xC0) #x80) (return-from reference-utf-8 (values nil p))))
+                       (setf code (logior (ash code 6) (logand b #x3F)))))
+            (unless (case width (3 (>= code #x800)) (4 (<= #x10000 code #x10FFFF)) (t t))
+              (return (values nil p)))
+            (setf (char string i) (code-char code))
+            (incf p width)))))))
+
+(defun utf-8-of (code)
+  "The shortest UTF-8 of the code point CODE (a surrogate too), as a list."
+  (flet ((continuation (shift) (logior #x80 (ldb (byte 6 shift) code))))
+    (cond ((< code #x80) (list code))
+          ((< code #x800) (list (logior #xC0 (ash code -6)) (continuation 0)))
+          ((< code #x10000) (list (logior #xE0 (ash code -12)) (continuation 6) (continuation 0)))
+          (t (list (logior #xF0 (ash code -18)) (continuation 12) (continuation 6)
+                   (continuation 0))))))
+
+(defparameter *bad-utf-8*
+  '((#xC0 #x80) (#xC1 #xBF) (#xE0 #x80 #x80) (#xE0 #x9F #xBF) (#xF0 #x80 #x80 #x80)
+    (#xF0 #x8F #xBF #xBF) (#xF4 #x90 #x80 #x80) (#xF7 #xBF #xBF #xBF) (#xF8 #x88 #x80 #x80)
+    (#xFF) (#x80) (#xBF #x80) (#xC3 #x41) (#xE2 #x82 #x41) (#xF0 #x9F #x98 #x41))
+  "Sequences the format refuses: overlong forms of each width, code points
+past #x10FFFF, bytes that start nothing, sequences cut by an ASCII byte.")
+
+(defun random-utf-8-octets (count random-state)
+  "The UTF-8 of COUNT random characters of every width (surrogates among
+them), one of them (one time in four) replaced by a sequence of
+*BAD-UTF-8*; then (one time in two) one byte replaced by a random byte, or
+(one in eight) the last bytes cut off."
+  (let* ((bad (and (plusp count) (zerop (random 4 random-state)) (random count random-state)))
+         (octets (loop for i below count
+                       append (if (eql i bad)
+                                  (elt *bad-utf-8* (random (length *bad-utf-8*) random-state))
+                                  (utf-8-of (ecase (random 4 random-state)
+                                              (0 (random #x80 random-state))
+                                              (1 (+ #x80 (random #x780 random-state)))
+                                              (2 (+ #x800 (random #xF800 random-state)))
+                                              (3 (+ #x10000 (random #x100000 random-state)))))))))
+    (when (and octets (zerop (random 2 random-state)))
+      (setf (nth (random (length octets) random-state) octets) (random 256 random-state)))
+    (when (and octets (zerop (random 8 random-state)))
+      (setf octets (butlast octets (1+ (random 3 random-state)))))
+    octets))
+
+(test utf-8-decoding-agrees-with-a-reference
+  "Character strings of random characters of every width, some with a byte
+replaced or their end cut, restored from a vector, from a file and from a
+Gray stream (whose window holds only the bytes asked for, so every sequence
+goes through READ-UTF8-CHAR): a valid one gives the string the reference
+decoder gives, a bad one INVALID-INPUT at the offset of the sequence the
+reference refuses, a cut one a RESTORE-ERROR."
+  (let ((random-state (sb-ext:seed-random-state 20261122)))
+    (call-with-temporary-directory
+     (lambda (directory)
+       (let ((path (merge-pathnames "utf-8.bst" directory)))
+         (dotimes (trial 400)
+           (let* ((count (if (< trial 50) trial (random 3000 random-state)))
+                  (payload (random-utf-8-octets count random-state))
+                  (octets (hostile-octets binstore::+tag-string+ (varint-octets count) payload))
+                  (start (- (length octets) (length payload))))
+             (multiple-value-bind (expected end) (reference-utf-8 octets start count)
+               (with-open-file (out path :direction :output :element-type '(unsigned-byte 8)
+                                         :if-exists :supersede)
+                 (write-sequence octets out))
+               (flet ((outcome (restore)
+                        (handler-case (funcall restore)
+                          (binstore:restore-error (c) c))))
+                 (dolist (restore (list (lambda () (binstore:restore octets))
+                                        (lambda () (binstore:restore path))
+                                        (lambda () (binstore:restore
+                                                    (make-instance 'octet-input-stream
+                                                                   :octets octets)))))
+                   (let ((got (outcome restore)))
+                     (cond ((and expected (= end (length octets)))
+                            (is (equal expected got) "trial ~d: ~a" trial (hostile-describe got)))
+                           ((eq end :cut)
+                            (is (typep got 'binstore:restore-error)
+                                "trial ~d, cut: ~a" trial (hostile-describe got)))
+                           ((integerp end)
+                            (unless expected
+                              (is (and (typep got 'binstore:invalid-input)
+                                       (= end (binstore:restore-error-offset got)))
+                                  "trial ~d, bad at ~d: ~a" trial end (hostile-describe got))))))))))))))))
+
 (test hostile-surrogates-are-valid
   "Surrogate code points are characters in SBCL and round-trip (the
 contract), so their 3-byte form is not an error."

@@ -332,10 +332,7 @@ elements are all looked at before anything is written or taken."
       ;; every element will be written; a stream's window bounds how many
       ;; can be yet, at a byte each
       (when (>= n (floor +prefault-bytes+ 8))
-        (sb-sys:with-pinned-objects (v)
-          (prefault (+ (logandc2 (sb-kernel:get-lisp-obj-address v) sb-vm:lowtag-mask)
-                       (* sb-vm:vector-data-offset sb-vm:n-word-bytes))
-                    (* 8 (min n (available ib))))))
+        (prefault-vector v (* 8 (min n (available ib)))))
       v)))
 
 (defun fill-simple-vector (rs v)

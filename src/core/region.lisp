@@ -96,7 +96,7 @@ number of bytes the old window keeps."
 (defun region-to-vector (ob)
   "A fresh simple octet vector holding everything written to OB."
   (let ((v (make-array (obuf-pos ob) :element-type '(unsigned-byte 8))))
+    (prefault-vector v (obuf-pos ob))
     (sb-sys:with-pinned-objects (v)
-      (prefault (sb-sys:sap-int (sb-sys:vector-sap v)) (obuf-pos ob))
       (copy-memory (obuf-sap ob) (sb-sys:vector-sap v) (obuf-pos ob)))
     v))

@@ -90,3 +90,14 @@ Returns nothing."
                  (incf page (* pages +page-bytes+))))))
   #-linux (declare (ignore address count))
   (values))
+
+(defun prefault-vector (vector bytes)
+  "PREFAULT the first BYTES bytes of the data of VECTOR, a fresh simple
+vector of any element type (no header: the data start two words in)."
+  (declare (type simple-array vector) (type index bytes))
+  (when (>= bytes +prefault-bytes+)
+    (sb-sys:with-pinned-objects (vector)
+      (prefault (+ (logandc2 (sb-kernel:get-lisp-obj-address vector) sb-vm:lowtag-mask)
+                   (* sb-vm:vector-data-offset sb-vm:n-word-bytes))
+                bytes)))
+  (values))
