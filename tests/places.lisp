@@ -232,6 +232,59 @@ so no element is read straight from it) gives what restoring from a vector
           (is (eq (nth 4 (third from-vector)) (nth 8 (third from-vector))))
           (is (eq (nth 4 (third from-stream)) (nth 8 (third from-stream)))))))))
 
+(defparameter *integers-of-every-width*
+  (list 0 1 -1 -16 -17 95 96 127 128 255 256 -256 -257 32767 32768 -32768 -32769
+        (1- (expt 2 31)) (expt 2 31) (- (expt 2 31)) (- -1 (expt 2 31))
+        most-positive-fixnum most-negative-fixnum (1+ most-positive-fixnum)
+        (1- most-negative-fixnum) (expt 2 64))
+  "Integers on both sides of every width the format writes them in.")
+
+(defun int64-octets (n)
+  "N as 8 bytes, signed little-endian."
+  (loop for k below 8 collect (ldb (byte 8 (* 8 k)) n)))
+
+(test integers-of-every-width-in-runs
+  "Lists and simple vectors of integers of every width, mixed with other
+leaves so that the loops switch, restore equal from a vector and from a Gray
+stream (whose window holds only what is asked for); an 8-byte integer that
+is not a fixnum, which no writer makes, still reads as its value; and one
+cut by the end of the input is refused where its payload starts."
+  (let ((pool (append *integers-of-every-width* (list 1.5f0 "s" 2.5d0 :k nil))))
+    (dotimes (n 60)
+      (let* ((elements (loop for i below n collect (elt pool (mod (* 7 i) (length pool)))))
+             (data (list elements (coerce elements 'simple-vector))))
+        (dolist (options '((:track-references nil) ()))
+          (let ((octets (apply #'binstore:store nil data options)))
+            (check-same data (binstore:restore octets) :identity nil)
+            (check-same data (binstore:restore (make-instance 'octet-input-stream :octets octets))
+                        :identity nil))))))
+  (let ((values (list 5 (expt 2 62) (- -1 (expt 2 62)) (1- (expt 2 63)) (- (expt 2 63)) 7)))
+    (dolist (tag (list binstore::+tag-list+ binstore::+tag-simple-vector+))
+      (let ((octets (hostile-octets tag (varint-octets (length values))
+                                    (loop for v in values
+                                          append (cons binstore::+tag-int64+ (int64-octets v))))))
+        (dolist (source (list octets (make-instance 'octet-input-stream :octets octets)))
+          (is (equalp (if (= tag binstore::+tag-list+) values (coerce values 'vector))
+                      (binstore:restore source)))))
+      ;; a last integer of each width cut by the end of the input, by each
+      ;; number of its bytes
+      (loop for (int-tag . size) in (list (cons binstore::+tag-uint8+ 1) (cons binstore::+tag-int16+ 2)
+                                          (cons binstore::+tag-int32+ 4) (cons binstore::+tag-int64+ 8))
+            do (let ((octets (hostile-octets tag 40
+                                             (loop repeat 39 append (list binstore::+tag-uint8+ 200))
+                                             ;; all bytes #xFF: no padding after the
+                                             ;; input reads as them
+                                             int-tag (subseq (int64-octets -1) 0 size))))
+                 (is (equalp (append (make-list 39 :initial-element 200)
+                                     (list (if (= size 1) 255 -1)))
+                             (coerce (binstore:restore octets) 'list)))
+                 ;; refused where its payload starts, after 2 + 39 * 2 bytes and its tag
+                 (loop for cut from 1 to size
+                       do (let ((c (hostile-restore-condition (subseq octets 0 (- (length octets) cut)))))
+                            (is (and (typep c 'binstore:truncated-input)
+                                     (= 81 (binstore:restore-error-offset c)))
+                                "tag ~d cut by ~d: ~a" int-tag cut (hostile-describe c)))))))))
+
 (test references-of-every-width-in-runs
   "References whose ids take one, two and three varint groups, read from
 the window and through the general path, restore the same objects."

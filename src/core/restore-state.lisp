@@ -683,37 +683,41 @@ leaves (see WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
 
 (declaim (inline window-integer))
 (defun window-integer (sap p end)
-  "If SAP+P (P below END) holds an integer of one or two bytes, whole in the
-window: its value and its size in bytes; otherwise 0 and 0.  It reads
-nothing else and calls nothing, so the loops below keep it in registers.
-Returning a size rather than the offset after it lets them add it knowing
-the sum stays below END, with no test for NIL or check of type."
+  "If SAP+P (P below END) holds an integer tag and its payload (none, or 1,
+2, 4 or 8 bytes), whole in the window, and its value is a fixnum: that
+value and its size in bytes; otherwise 0 and 0.  It reads nothing else and calls nothing, so the loops
+below keep it in registers.  Returning a size rather than the offset after
+it lets them add it knowing the sum stays below END, with no test for NIL
+or check of type."
   (declare (type index p end))
-  (let ((tag (sb-sys:sap-ref-8 sap p)))
-    (cond ((>= tag +first-small-int-tag+)
-           (values (- tag +small-int-bias+) 1))
-          ((>= (+ p 1) end) (values 0 0))
-          ((= tag +tag-uint8+)
-           (values (sb-sys:sap-ref-8 sap (+ p 1)) 2))
-          ((= tag +tag-negint8+)
-           (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) 2))
-          (t (values 0 0)))))
+  (let ((tag (sb-sys:sap-ref-8 sap p))
+        (room (- end p)))
+    (flet ((fits (size) (<= size room)))
+      (declare (inline fits))
+      (cond ((>= tag +first-small-int-tag+)
+             (values (- tag +small-int-bias+) 1))
+            ((and (= tag +tag-uint8+) (fits 2))
+             (values (sb-sys:sap-ref-8 sap (+ p 1)) 2))
+            ((and (= tag +tag-negint8+) (fits 2))
+             (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) 2))
+            ((and (= tag +tag-int16+) (fits 3))
+             (values (sb-sys:signed-sap-ref-16 sap (+ p 1)) 3))
+            ((and (= tag +tag-int32+) (fits 5))
+             (values (sb-sys:signed-sap-ref-32 sap (+ p 1)) 5))
+            ((and (= tag +tag-int64+) (fits 9))
+             ;; a fixnum, as every writer makes it: another value would
+             ;; need a bignum here, and the loops a GC barrier on each store
+             (let ((value (sb-sys:signed-sap-ref-64 sap (+ p 1))))
+               (if (typep value 'fixnum)
+                   (values value 9)
+                   (values 0 0))))
+            (t (values 0 0))))))
 
 (declaim (inline window-single-float-p))
 (defun window-single-float-p (sap p end)
   "True when SAP+P holds a single-float whole in the window (below END)."
   (declare (type index p end))
   (and (<= (+ p 5) end) (= (sb-sys:sap-ref-8 sap p) +tag-single-float+)))
-
-(declaim (inline window-integer-next-p))
-(defun window-integer-next-p (sap p end)
-  "True when the element at SAP+P is one WINDOW-INTEGER takes, or a
-single-float (checked between other leaves, to go back to the loops of
-those)."
-  (and (< p end)
-       (let ((tag (sb-sys:sap-ref-8 sap p)))
-         (or (>= tag +first-small-int-tag+) (= tag +tag-uint8+) (= tag +tag-negint8+)
-             (= tag +tag-single-float+)))))
 
 (declaim (inline string-tag-p))
 (defun string-tag-p (tag)
@@ -744,15 +748,14 @@ says, both inline: the one reader of the loops over runs of strings."
                  (setf (aref kinds tag) kind))))
         (loop for tag from +first-small-int-tag+ to #xFF
               do (kind +integer-kind+ tag))
-        (kind +integer-kind+ +tag-uint8+ +tag-negint8+)
+        (kind +integer-kind+ +tag-uint8+ +tag-negint8+ +tag-int16+ +tag-int32+ +tag-int64+)
         (kind +single-kind+ +tag-single-float+)
         (kind +boxed-kind+ +tag-double-float+ +tag-complex-double+)
         (kind +string-kind+ +tag-base-string+ +tag-string+)
         (loop for tag from +first-small-ref-tag+ below (+ +first-small-ref-tag+ +small-ref-count+)
               do (kind +ref-kind+ tag))
         (kind +ref-kind+ +tag-ref+)
-        (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-int16+ +tag-int32+ +tag-int64+
-              +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+ +tag-simple-vector+))
+        (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+ +tag-simple-vector+))
       kinds)
   "For each tag byte, which loop of FILL-CARS and FILL-ELEMENTS reads what
 starts with it: each pass over the window jumps to that loop, which runs
@@ -770,6 +773,15 @@ P is not below END (the window is used up: READ-OBJECT refills it)."
   (if (< p end)
       (aref **window-kinds** (sb-sys:sap-ref-8 sap p))
       +general-kind+))
+
+(declaim (inline window-integer-next-p))
+(defun window-integer-next-p (sap p end)
+  "True when the element at SAP+P is one WINDOW-INTEGER takes, or a
+single-float (checked between other leaves, to go back to the loops of
+those)."
+  (and (< p end)
+       (let ((kind (aref **window-kinds** (sb-sys:sap-ref-8 sap p))))
+         (or (= kind +integer-kind+) (= kind +single-kind+)))))
 
 (defun fill-ref-cars (rs c p end)
   "Store in the cars of the fresh proper list from the cons C on the objects
@@ -839,7 +851,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
         ;; window does not hold whole.
         (case (window-kind sap p end)
           (#.+integer-kind+
-           ;; integers of one or two bytes, the commonest cars
+           ;; integers, the commonest cars
            (let ((q p) (d c) (dlast last))
              (declare (type index q))
              (loop while (and (consp d) (< q end))
@@ -914,8 +926,8 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
                                    +general-kind+)))))))))
 
 (defun fill-integer-elements (rs v i p end)
-  "Store into the simple vector V, from index I on, the integers of one or
-two bytes the window holds from P (below END) on; return the index and the
+  "Store into the simple vector V, from index I on, the integers (see
+WINDOW-INTEGER) the window holds from P (below END) on; return the index and the
 offset reached.  A function of its own: inside FILL-ELEMENTS, whose other
 loops need many registers, this loop kept the vector and the index on the
 stack and marked the GC card of every store."
