@@ -312,42 +312,60 @@ index of the first one not stored.  A loop without calls, its output a
 pointer, as in PUT-PLAIN-CARS (but without PUT-LEAF-QUICKLY's path through
 the table, which takes registers the loop over a vector of fixnums then
 spills: it ran 60% slower).  The caller has made room for END - START times
-+MAX-LEAF-BYTES+, and END is within V."
++MAX-LEAF-BYTES+, and END is within V (checked here, once: the elements
+are read unchecked)."
   (declare (type sb-ext:word window-address) (type index p start end)
            (type simple-vector v) (optimize speed))
+  (unless (<= end (length v))
+    (error "put-plain-elements: end ~d past a vector of ~d" end (length v)))
   (let* ((sap (sb-sys:int-sap window-address))
          (out (sb-sys:sap+ sap p))
-        (i start))
+         (i start))
     (declare (type index i))
-    (loop
-      ;; four integers written in their tag at a time (the commonest
-      ;; elements), one store for their four bytes
-      (loop while (<= (+ i 4) end)
-            do (let ((a (svref v i)) (b (svref v (+ i 1)))
-                     (c (svref v (+ i 2))) (d (svref v (+ i 3))))
-                 (unless (and (typep a '(integer #.+smallest-in-tag-integer+
-                                                 #.+largest-in-tag-integer+))
-                              (typep b '(integer #.+smallest-in-tag-integer+
-                                                 #.+largest-in-tag-integer+))
-                              (typep c '(integer #.+smallest-in-tag-integer+
-                                                 #.+largest-in-tag-integer+))
-                              (typep d '(integer #.+smallest-in-tag-integer+
-                                                 #.+largest-in-tag-integer+)))
-                   (return))
-                 (setf (sb-sys:sap-ref-32 out 0)
-                       (logior (+ a +small-int-bias+)
-                               (ash (+ b +small-int-bias+) 8)
-                               (ash (+ c +small-int-bias+) 16)
-                               (ash (+ d +small-int-bias+) 24))
-                       out (sb-sys:sap+ out 4)
-                       i (+ i 4))))
-      (when (>= i end)
-        (return))
-      (let ((after (put-plain-leaf out (svref v i) boxed)))
-        (when (sb-sys:sap= after out)
+    (flet ((element (i)
+             ;; I is below END, within V
+             (locally (declare (optimize (safety 0)))
+               (svref v i))))
+      (declare (inline element))
+      (loop
+        ;; four integers written in their tag at a time (the commonest
+        ;; elements), one store for their four bytes
+        (loop while (<= (+ i 4) end)
+              do (let ((a (element i)) (b (element (+ i 1)))
+                       (c (element (+ i 2))) (d (element (+ i 3))))
+                   (unless (and (typep a '(integer #.+smallest-in-tag-integer+
+                                                   #.+largest-in-tag-integer+))
+                                (typep b '(integer #.+smallest-in-tag-integer+
+                                                   #.+largest-in-tag-integer+))
+                                (typep c '(integer #.+smallest-in-tag-integer+
+                                                   #.+largest-in-tag-integer+))
+                                (typep d '(integer #.+smallest-in-tag-integer+
+                                                   #.+largest-in-tag-integer+)))
+                     (return))
+                   (setf (sb-sys:sap-ref-32 out 0)
+                         (logior (+ a +small-int-bias+)
+                                 (ash (+ b +small-int-bias+) 8)
+                                 (ash (+ c +small-int-bias+) 16)
+                                 (ash (+ d +small-int-bias+) 24))
+                         out (sb-sys:sap+ out 4)
+                         i (+ i 4))))
+        (when (>= i end)
           (return))
-        (setf out after))
-      (incf i))
+        (let ((x (element i)))
+          (if (typep x 'fixnum)
+              ;; fixnums not all in their tag: one at a time, to the run's end
+              (loop (setf out (put-fixnum out (sb-ext:truly-the fixnum x)) ; tested below
+                          i (+ i 1))
+                    (unless (< i end)
+                      (return))
+                    (setf x (element i))
+                    (unless (typep x 'fixnum)
+                      (return)))
+              (let ((after (put-plain-leaf out x boxed)))
+                (when (sb-sys:sap= after out)
+                  (return))
+                (setf out after
+                      i (+ i 1)))))))
     (values (sb-sys:sap- out sap) i)))
 
 (defun write-leaf-elements (ob v start end refs)
