@@ -453,3 +453,10 @@ and circular (compare with :conses t and store with
     (cond ((chance g 0.03) (random-deep-chain g))
           ((chance g 0.6) (if (chance g 0.5) (random-simple-vector g) (random-list g)))
           (t (random-container g)))))
+
+(defparameter *integers-of-every-width*
+  (list 0 1 -1 -16 -17 95 96 127 128 255 256 -256 -257 32767 32768 -32768 -32769
+        (1- (expt 2 31)) (expt 2 31) (- (expt 2 31)) (- -1 (expt 2 31))
+        most-positive-fixnum most-negative-fixnum (1+ most-positive-fixnum)
+        (1- most-negative-fixnum) (expt 2 64))
+  "Integers on both sides of every width the format writes them in.")

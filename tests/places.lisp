@@ -232,13 +232,6 @@ so no element is read straight from it) gives what restoring from a vector
           (is (eq (nth 4 (third from-vector)) (nth 8 (third from-vector))))
           (is (eq (nth 4 (third from-stream)) (nth 8 (third from-stream)))))))))
 
-(defparameter *integers-of-every-width*
-  (list 0 1 -1 -16 -17 95 96 127 128 255 256 -256 -257 32767 32768 -32768 -32769
-        (1- (expt 2 31)) (expt 2 31) (- (expt 2 31)) (- -1 (expt 2 31))
-        most-positive-fixnum most-negative-fixnum (1+ most-positive-fixnum)
-        (1- most-negative-fixnum) (expt 2 64))
-  "Integers on both sides of every width the format writes them in.")
-
 (defun int64-octets (n)
   "N as 8 bytes, signed little-endian."
   (loop for k below 8 collect (ldb (byte 8 (* 8 k)) n)))

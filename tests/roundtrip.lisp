@@ -156,6 +156,46 @@
     (check-round-trip (filled-array type '(2 3) :adjustable t))
     (check-round-trip (filled-array type '() :adjustable t))))
 
+(test t-arrays-as-simple-vectors
+  "The contents of a T array that is not a simple vector (of rank 2 or 3,
+adjustable, with a fill pointer) are written and read by the simple
+vector's loops, over its storage: the bytes after the header are those of
+a simple vector of its elements, and arrays of leaves of every kind,
+shared objects and the array itself round trip from a vector and from a
+Gray stream, in each mode."
+  (let* ((shared (list :shared))
+         (pool (append (list 1.5f0 2.5d0 "string" :k nil t (expt 2 70) shared shared)
+                       *integers-of-every-width*)))
+    (dolist (dims '((3 4) (2 3 5) (100) (40 25)))
+      (let* ((total (reduce #'* dims))
+             (elements (loop for i below total collect (elt pool (mod (* 5 i) (length pool)))))
+             (arrays (list (make-array dims)
+                           (make-array total :adjustable t :fill-pointer (floor total 2)))))
+        (dolist (a arrays)
+          (loop for i below total for x in elements
+                do (setf (row-major-aref a i) x)))
+        (dolist (a arrays)
+          (setf (row-major-aref a 1) a)  ; the array inside itself
+          (dolist (options '((:track-references t) (:support-shared-list-structures t)))
+            (let ((octets (apply #'binstore:store nil a options)))
+              (dolist (copy (list (binstore:restore octets)
+                                  (binstore:restore (make-instance 'octet-input-stream
+                                                                   :octets octets))))
+                (check-same a copy :identity t)
+                (is (eq copy (row-major-aref copy 1)))))))))
+    ;; without tracking, the same bytes after the header as a simple vector
+    (let* ((elements (loop for i below 60 collect (elt pool (mod (* 7 i) (length pool)))))
+           (array (make-array '(6 10)))
+           (vector-octets (binstore:store nil (coerce elements 'simple-vector)
+                                          :track-references nil))
+           ;; after the vector's tag and count, 2 bytes
+           (contents (subseq vector-octets
+                             (+ 2 (search (vector binstore::+tag-simple-vector+ 60) vector-octets)))))
+      (loop for i below 60 for x in elements do (setf (row-major-aref array i) x))
+      (let ((array-octets (binstore:store nil array :track-references nil)))
+        (is (equalp contents (subseq array-octets (- (length array-octets) (length contents)))))
+        (is (equalp array (binstore:restore array-octets)))))))
+
 (test displaced-arrays
   (dolist (type *element-types*)
     (let* ((target (filled-array type '(10)))

@@ -263,9 +263,11 @@ RANGE-CHECKED-CODE-P)."
   (write-varint (ss-obuf ss) (length v))
   nil)
 
-(defun write-simple-vector-contents (ss v)
-  (declare (type simple-vector v))
-  (let ((ob (ss-obuf ss)) (n (length v)) (i 0) (refs (leaf-refs ss)))
+(defun write-simple-vector-contents (ss v &optional (n (length v)))
+  "Write the first N elements of the simple vector V (all of them, or a T
+array's, from its storage vector)."
+  (declare (type simple-vector v) (type index n))
+  (let ((ob (ss-obuf ss)) (i 0) (refs (leaf-refs ss)))
     (declare (type index i))
     (loop
       ;; numbers, the commonest elements, in blocks
@@ -461,8 +463,7 @@ array, the array it is displaced to and the offset."
         (storage (sb-ext:array-storage-vector a))
         (n (array-total-size a))
         (code (element-type-code a)))
-    (cond ((= code +element-type-t+)
-           (dotimes (i n) (write-object ss (svref storage i))))
+    (cond ((= code +element-type-t+) (write-simple-vector-contents ss storage n))
           ((= code +element-type-character+) (write-utf8-chars ob storage 0 n))
           ((= code +element-type-base-char+)
            (sb-sys:with-pinned-objects (storage)
@@ -539,8 +540,7 @@ array, the array it is displaced to and the offset."
   "Read the contents of the freshly made, non-displaced array A."
   (let ((storage (sb-ext:array-storage-vector a))
         (n (array-total-size a)))
-    (cond ((= code +element-type-t+)
-           (dotimes (i n) (setf (svref storage i) (read-object rs))))
+    (cond ((= code +element-type-t+) (fill-elements rs storage n))
           ((= code +element-type-character+) (read-utf8-into (rs-ibuf rs) storage n))
           ((= code +element-type-base-char+) (read-base-chars-into rs storage 0 n))
           ((= code +element-type-nil+))

@@ -925,16 +925,15 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
                                 (= (window-kind (ibuf-sap ib) (ibuf-pos ib) (ibuf-end ib))
                                    +general-kind+)))))))))
 
-(defun fill-integer-elements (rs v i p end)
-  "Store into the simple vector V, from index I on, the integers (see
+(defun fill-integer-elements (rs v i n p end)
+  "Store into the simple vector V, from index I on (below N), the integers (see
 WINDOW-INTEGER) the window holds from P (below END) on; return the index and the
 offset reached.  A function of its own: inside FILL-ELEMENTS, whose other
 loops need many registers, this loop kept the vector and the index on the
 stack and marked the GC card of every store."
-  (declare (type restore-state rs) (type simple-vector v) (type index i p end)
+  (declare (type restore-state rs) (type simple-vector v) (type index i n p end)
            (optimize speed))
-  (let ((sap (ibuf-sap (rs-ibuf rs)))
-        (n (length v)))
+  (let ((sap (ibuf-sap (rs-ibuf rs))))
     (loop while (and (< i n) (< p end))
           do (multiple-value-bind (value size) (window-integer sap p end)
                (when (zerop size)
@@ -944,17 +943,16 @@ stack and marked the GC card of every store."
                (incf i)))
     (values i p)))
 
-(defun fill-ref-elements (rs v i p end)
-  "Store into the simple vector V, from index I on, the objects named by
+(defun fill-ref-elements (rs v i n p end)
+  "Store into the simple vector V, from index I on (below N), the objects named by
 the references the window holds from P (below END) on; return the index
 and the offset reached.  A function of its own, as FILL-REF-CARS: inside
 FILL-ELEMENTS the table and its count lived on the stack."
-  (declare (type restore-state rs) (type simple-vector v) (type index i p end)
+  (declare (type restore-state rs) (type simple-vector v) (type index i n p end)
            (optimize speed))
   (let ((sap (ibuf-sap (rs-ibuf rs)))
         (refs (rs-refs rs))
-        (made (made-below rs))
-        (n (length v)))
+        (made (made-below rs)))
     (loop while (and (< i n) (< p end))
           do (multiple-value-bind (id size) (window-ref-id sap p end)
                (let ((id (sb-ext:truly-the index id))) ; as in FILL-REF-CARS
@@ -966,16 +964,15 @@ FILL-ELEMENTS the table and its count lived on the stack."
                        i (sb-ext:truly-the index (1+ i))))))
     (values i p)))
 
-(defun fill-string-elements (rs v i p end)
-  "Store into the simple vector V, from index I on, the short strings the
+(defun fill-string-elements (rs v i n p end)
+  "Store into the simple vector V, from index I on (below N), the short strings the
 window holds from P (below END) on, each fresh and taking an id when
 tracked; return the index and the offset reached.  A function of its own,
 as FILL-STRING-CARS (a vector of 1,000,000 short strings: 149M
 instructions to restore inside FILL-ELEMENTS, 145M here)."
-  (declare (type restore-state rs) (type simple-vector v) (type index i p end)
+  (declare (type restore-state rs) (type simple-vector v) (type index i n p end)
            (optimize speed))
-  (let ((sap (ibuf-sap (rs-ibuf rs)))
-        (n (length v)))
+  (let ((sap (ibuf-sap (rs-ibuf rs))))
     (loop while (and (< i n) (< p end) (string-tag-p (sb-sys:sap-ref-8 sap p)))
           do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap p) p end)
                (unless next
@@ -985,10 +982,11 @@ instructions to restore inside FILL-ELEMENTS, 145M here)."
                      i (sb-ext:truly-the index (1+ i)))))
     (values i p)))
 
-(defun fill-elements (rs v)
-  "Read the elements of the fresh simple vector V; return V."
-  (declare (type restore-state rs) (type simple-vector v) (optimize speed))
-  (let ((i 0) (n (length v)) (ib (rs-ibuf rs)))
+(defun fill-elements (rs v &optional (n (length v)))
+  "Read the first N elements of the fresh simple vector V (all of them, or a
+T array's, into its storage vector); return V."
+  (declare (type restore-state rs) (type simple-vector v) (type index n) (optimize speed))
+  (let ((i 0) (ib (rs-ibuf rs)))
     (declare (type index i))
     (loop
       (let* ((sap (ibuf-sap ib)) (end (ibuf-end ib))
@@ -997,7 +995,7 @@ instructions to restore inside FILL-ELEMENTS, 145M here)."
         ;; as in FILL-CARS, a pass runs the loop of the kind at P
         (case (window-kind sap p end)
           (#.+integer-kind+
-           (multiple-value-setq (i p) (fill-integer-elements rs v i p end)))
+           (multiple-value-setq (i p) (fill-integer-elements rs v i n p end)))
           (#.+single-kind+
            (let ((q p) (j i))
              (declare (type index q j))
@@ -1018,9 +1016,9 @@ instructions to restore inside FILL-ELEMENTS, 145M here)."
                       (incf j))
              (setf p q i j)))
           (#.+string-kind+
-           (multiple-value-setq (i p) (fill-string-elements rs v i p end)))
+           (multiple-value-setq (i p) (fill-string-elements rs v i n p end)))
           (#.+ref-kind+
-           (multiple-value-setq (i p) (fill-ref-elements rs v i p end)))
+           (multiple-value-setq (i p) (fill-ref-elements rs v i n p end)))
           (#.+leaf-kind+
            (loop while (and (< i n) (< p end))
                  do (multiple-value-bind (value next) (window-element rs sap p end)
