@@ -30,6 +30,30 @@
                     (1- (expt 2 64)) (expt 2 64) (- (expt 2 64))
                     (expt 7 300) (- (expt 3 1000)) (ash 1 10000))))
 
+(test bignums-of-every-length
+  "Integers of every magnitude length from 1 to 40 bytes, with the top bit
+of the last byte set or clear, and their negations, restore equal from a
+vector and from a Gray stream (which hands the digits over a byte at a
+time); a bignum form holding a value that needs no bignum, or leading zero
+bytes, reads as that value."
+  (let ((values (loop for bytes from 1 to 40
+                      append (loop for top in '(#x01 #x7F #x80 #xFF)
+                                   for n = (logior (ash top (* 8 (1- bytes)))
+                                                   (ldb (byte (* 8 (1- bytes)) 0)
+                                                        #x0123456789ABCDEFFEDCBA9876543210))
+                                   collect n collect (- n)))))
+    (let ((octets (binstore:store nil values)))
+      (is (equal values (binstore:restore octets)))
+      (is (equal values (binstore:restore (make-instance 'octet-input-stream :octets octets))))))
+  ;; the form is sign bit + 2 * bytes, then the bytes of the magnitude
+  (loop for (form value) in (list (list (list 4 1 0) 1)
+                                  (list (list 5 1 0) -1)
+                                  (list (list 0) 0)
+                                  (list (list 18 1 0 0 0 0 0 0 0 0) 1)
+                                  (list (append (list 20) (make-list 9 :initial-element 0) (list 1))
+                                        (expt 2 72)))
+        do (is (eql value (binstore:restore (hostile-octets binstore::+tag-bignum+ form))))))
+
 (test ratios
   (check-each (list 1/2 -1/2 1/3 22/7 (/ (expt 2 100) 3) (/ -5 (expt 3 90))
                     (/ (1+ most-positive-fixnum) 7))))

@@ -85,24 +85,24 @@ the pointer OUT; return the pointer after it.  The caller has made room."
         (write-u8 ob (ldb (byte 8 (* 8 i)) last))))))
 
 (defun octets->integer (ib nbytes)
-  "Read NBYTES little-endian bytes as a non-negative integer.  Halves are
-combined recursively, so a huge magnitude costs O(n log n), not O(n^2)."
-  (labels ((build (nwords last-bytes)
-             ;; NWORDS full 64-bit words, then LAST-BYTES (0..7) more bytes
-             (if (<= nwords 2)
-                 (let ((v 0) (shift 0))
-                   (dotimes (i nwords)
-                     (setf v (logior v (ash (read-u64 ib) shift)))
-                     (incf shift 64))
-                   (dotimes (i last-bytes v)
-                     (setf v (logior v (ash (read-u8 ib) shift)))
-                     (incf shift 8)))
-                 (let* ((low-words (floor nwords 2))
-                        (low (build low-words 0))
-                        (high (build (- nwords low-words) last-bytes)))
-                   (logior low (ash high (* 64 low-words)))))))
-    (multiple-value-bind (words rest) (floor nbytes 8)
-      (build words rest))))
+  "Read NBYTES little-endian bytes as a non-negative integer: into the
+digits of a fresh bignum, a word at a time, with a zero digit on top so that
+the magnitude's top bit is not taken for a sign; normalizing then gives the
+integer (a fixnum when it fits)."
+  (declare (type index nbytes))
+  (multiple-value-bind (words rest) (floor nbytes 8)
+    (let* ((digits (+ words (if (plusp rest) 1 0) 1))
+           (big (sb-bignum:%allocate-bignum digits)))
+      (dotimes (i words)
+        (setf (sb-bignum:%bignum-ref big i) (read-u64 ib)))
+      (let ((last 0))
+        (declare (type (unsigned-byte 64) last))
+        (dotimes (k rest)
+          (setf last (logior last (ash (read-u8 ib) (* 8 k)))))
+        (when (plusp rest)
+          (setf (sb-bignum:%bignum-ref big words) last)))
+      (setf (sb-bignum:%bignum-ref big (1- digits)) 0)
+      (sb-bignum::%normalize-bignum big digits))))
 
 (defun read-bignum (rs)
   (let* ((ib (rs-ibuf rs))
