@@ -529,6 +529,21 @@ reference refuses, a cut one a RESTORE-ERROR."
                (flet ((outcome (restore)
                         (handler-case (funcall restore)
                           (binstore:restore-error (c) c))))
+                 ;; twelve of it in a list, read by the loops over runs of
+                 ;; strings: the same strings, or the same offset 2 bytes on
+                 (let ((got (outcome (lambda ()
+                                       (binstore:restore
+                                        (hostile-octets binstore::+tag-list+ 12
+                                                        (loop repeat 12 append (coerce octets 'list))))))))
+                   (cond ((and expected (= end (length octets)))
+                          (is (equal (make-list 12 :initial-element expected) got)
+                              "trial ~d in a list: ~a" trial (hostile-describe got)))
+                         ((integerp end)
+                          (unless expected
+                            (is (and (typep got 'binstore:invalid-input)
+                                     (= (+ 2 end) (binstore:restore-error-offset got)))
+                                "trial ~d in a list, bad at ~d: ~a" trial (+ 2 end)
+                                (hostile-describe got))))))
                  (dolist (restore (list (lambda () (binstore:restore octets))
                                         (lambda () (binstore:restore path))
                                         (lambda () (binstore:restore

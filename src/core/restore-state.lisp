@@ -425,8 +425,9 @@ and NIL."
 (declaim (sb-ext:maybe-inline window-character-string))
 (defun window-character-string (rs p end)
   "If the window holds at P (below END) a string of fewer than
-+WINDOW-STRING-BYTES+ characters, each of one or two bytes of UTF-8, whole:
-the new string (with its id) and the offset after it; otherwise NIL and
++WINDOW-STRING-BYTES+ characters, whole (characters of one or two bytes of
+UTF-8 are decoded here; from the first wider one, DECODE-UTF8-WINDOW takes
+the rest): the new string (with its id) and the offset after it; otherwise NIL and
 NIL, having changed nothing but made a string no one sees (the general
 path reads longer forms, and signals what is wrong with bad ones).  The
 characters are checked as they are decoded, in one pass."
@@ -450,7 +451,16 @@ characters are checked as they are decoded, in one pass."
                                                           (logand (sb-sys:sap-ref-8 sap (+ q 1))
                                                                   #x3F)))
                            q (+ q 2)))
-                    (t (return-from window-character-string (values nil nil))))))
+                    (t
+                     ;; a wider character (or a bad one): the rest by the
+                     ;; general decoder, in one call
+                     (multiple-value-bind (j next)
+                         (decode-utf8-window s i n (sb-sys:sap-int sap) q end)
+                       (declare (type index j next))
+                       (unless (= j n)
+                         (return-from window-character-string (values nil nil)))
+                       (setf q next)
+                       (return))))))
           (charge rs (* 4 n))
           (values (register rs s) q)))))
 
