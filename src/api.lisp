@@ -222,6 +222,20 @@ to the new region and carries on there.  Keywords as for STORE."
        (when (and (typep stream 'file-stream) (plusp (available ib)))
          (file-position stream (- (file-position stream) (available ib))))))))
 
+(defconstant +file-window-bytes+ (* 1024 1024)
+  "The largest window a file is read through: fewer reads than a stream's
+window of 64 KiB (8 MB of doubles from a file: 1.95 -> 1.4 ms).")
+
+(defun restore-from-file (place max-to-read max-depth intern-symbols)
+  "Open the file PLACE as OPEN does (same errors), and read its descriptor
+directly (see CALL-WITH-STREAM-IBUF), through a window as large as the
+file, up to +FILE-WINDOW-BYTES+."
+  (with-open-file (stream place :element-type '(unsigned-byte 8))
+    (call-with-stream-ibuf stream max-to-read
+                           (lambda (ib) (decode ib max-to-read max-depth intern-symbols))
+                           (sb-sys:fd-stream-fd stream)
+                           (max 4096 (min +file-window-bytes+ (file-length stream))))))
+
 (defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
                            (intern-symbols *intern-symbols*))
   "Restore the object(s) stored in PLACE: an octet vector (up to its fill
@@ -243,8 +257,7 @@ LIMIT-EXCEEDED."
                                       (- end start) max-to-read)
                      max-to-read max-depth intern-symbols))))
         ((or (stringp place) (pathnamep place))
-         (with-open-file (stream place :element-type '(unsigned-byte 8))
-           (restore-from-stream stream max-to-read max-depth intern-symbols)))
+         (restore-from-file place max-to-read max-depth intern-symbols))
         ((and (streamp place) (input-stream-p place))
          (restore-from-stream place max-to-read max-depth intern-symbols))
         (t (error 'restore-error

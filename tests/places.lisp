@@ -102,6 +102,37 @@
        (is (equal '(:third) (binstore:restore namestring)))
        (is (equal '("data.bst") (directory-entries directory)))))))
 
+(test files-read-through-their-descriptor
+  "A file is read with read(2) through a window of at most a megabyte: data
+of several megabytes whose strings, vectors and integers straddle the
+window's ends restore from the file as from a vector, and so do separate
+objects; MAX-TO-READ below the file's size is refused; a file that does
+not exist signals FILE-ERROR, as OPEN does."
+  (call-with-temporary-directory
+   (lambda (directory)
+     (let* ((path (merge-pathnames "large.bst" directory))
+            (data (loop for i below 30000
+                        collect (case (mod i 5)
+                                  (0 (make-string (mod i 97) :initial-element (code-char (+ 945 (mod i 20)))))
+                                  (1 (make-array (mod i 301) :element-type 'double-float
+                                                             :initial-element (* i 0.5d0)))
+                                  (2 (* i 1234567))
+                                  (3 (list i (- i)))
+                                  (t (format nil "~r" (mod i 1000)))))))
+       (binstore:store path data)
+       (is (> (with-open-file (s path) (file-length s)) (* 3 1024 1024)))
+       (check-same data (binstore:restore path) :identity nil)
+       (binstore:store path (list 1 "two" data) :as-separate-objects t)
+       (multiple-value-bind (a b c) (binstore:restore path)
+         (is (eql 1 a))
+         (is (equal "two" b))
+         (check-same data c :identity nil))
+       (is (typep (hostile-condition (lambda () (binstore:restore path :max-to-read 100000)))
+                  'binstore:limit-exceeded))
+       (is (typep (handler-case (binstore:restore (merge-pathnames "absent.bst" directory))
+                    (error (c) c))
+                  'file-error))))))
+
 (test store-to-file-keeps-old-file-on-error
   (call-with-temporary-directory
    (lambda (directory)

@@ -226,10 +226,31 @@ inline in fixnum arithmetic."
 ;;; sockets) are read only as far as the decoder needs, so restoring one
 ;;; object never blocks waiting for bytes that belong to the next.
 
-(defstruct (stream-source (:constructor make-stream-source (stream buffer greedy)))
+(defstruct (stream-source (:constructor make-stream-source (stream buffer greedy &optional fd)))
   stream
   (buffer nil :type (simple-array (unsigned-byte 8) (*)))
-  greedy)
+  greedy
+  (fd nil :type (or null fixnum)))      ; read with read(2) instead of STREAM
+
+(defun read-fd-into (fd buffer start end offset)
+  "read(2) from FD into BUFFER from START until END or the end of the file;
+return the new end of the data.  OFFSET, the input offset of START, goes
+into the RESTORE-ERROR a failed read signals."
+  (declare (type fixnum fd) (type (simple-array (unsigned-byte 8) (*)) buffer)
+           (type index start end))
+  (sb-sys:with-pinned-objects (buffer)
+    (let ((pos start))
+      (declare (type index pos))
+      (loop while (< pos end)
+            do (multiple-value-bind (n errno)
+                   (sb-unix:unix-read fd (sb-sys:sap+ (sb-sys:vector-sap buffer) pos) (- end pos))
+                 (cond ((and n (zerop n)) (return))
+                       (n (incf pos n))
+                       ((eql errno sb-unix:eintr))
+                       (t (error 'restore-error
+                                 :offset offset
+                                 :message (format nil "read failed: ~a" (sb-int:strerror errno)))))))
+      pos)))
 
 (defun stream-refill (ib n)
   (let* ((src (ibuf-source ib))
@@ -245,17 +266,23 @@ inline in fixnum arithmetic."
            (end (min want (length buffer) (max keep allowed))))
       (when (< keep end)
         (setf (ibuf-end ib)
-              (read-sequence buffer (stream-source-stream src) :start keep :end end)))
+              (if (stream-source-fd src)
+                  (read-fd-into (stream-source-fd src) buffer keep end (ibuf-offset ib))
+                  (read-sequence buffer (stream-source-stream src) :start keep :end end))))
       (when (and (< (ibuf-end ib) n) (<= allowed (ibuf-end ib)))
         ;; we stopped because of the limit: is there more data?
         (setf (ibuf-cut-by-limit ib) t)))))
 
-(defun call-with-stream-ibuf (stream limit fn)
-  "Call FN with an IBUF reading STREAM."
-  (let ((buffer (make-array +stream-buffer-size+ :element-type '(unsigned-byte 8))))
+(defun call-with-stream-ibuf (stream limit fn &optional fd (size +stream-buffer-size+))
+  "Call FN with an IBUF reading STREAM through a window of SIZE bytes; or,
+given FD (the file descriptor of the file STREAM has just opened, nothing
+read from it yet), reading FD with read(2): one copy of every byte, where a
+Lisp stream makes two (into its own buffer, then into the window; 8 MB:
+1.0 ms against 0.35)."
+  (let ((buffer (make-array size :element-type '(unsigned-byte 8))))
     (sb-sys:with-pinned-objects (buffer)
       (funcall fn (%make-ibuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
                               :limit limit
                               :refill-fn #'stream-refill
                               :source (make-stream-source
-                                       stream buffer (typep stream 'file-stream)))))))
+                                       stream buffer (or fd (typep stream 'file-stream)) fd))))))
