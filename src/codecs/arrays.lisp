@@ -333,8 +333,7 @@ elements are all looked at before anything is written or taken."
     (let ((v (make-array n)))
       ;; every element will be written; a stream's window bounds how many
       ;; can be yet, at a byte each
-      (when (>= n (floor +prefault-bytes+ 8))
-        (prefault-vector v (* 8 (min n (available ib)))))
+      (prefault-vector v (* 8 (min n (available ib))))
       v)))
 
 (defun fill-simple-vector (rs v)

@@ -185,8 +185,7 @@ or bad) by READ-UTF8-CHAR, which refills or signals."
     (charge rs (* 4 n))
     (let ((string (make-string n)))
       ;; as for a simple vector: as far as the window can fill, a byte each
-      (when (>= n (floor +prefault-bytes+ 4))
-        (prefault-vector string (* 4 (min n (available ib)))))
+      (prefault-vector string (* 4 (min n (available ib))))
       (read-utf8-into ib string n))))
 
 (defun read-name (rs)

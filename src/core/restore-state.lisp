@@ -427,10 +427,10 @@ and NIL."
   "If the window holds at P (below END) a string of fewer than
 +WINDOW-STRING-BYTES+ characters, whole (characters of one or two bytes of
 UTF-8 are decoded here; from the first wider one, DECODE-UTF8-WINDOW takes
-the rest): the new string (with its id) and the offset after it; otherwise NIL and
-NIL, having changed nothing but made a string no one sees (the general
-path reads longer forms, and signals what is wrong with bad ones).  The
-characters are checked as they are decoded, in one pass."
+the rest): the new string (with its id) and the offset after it;
+otherwise NIL and NIL, having changed nothing but made a string no one
+sees (the general path reads longer forms, and signals what is wrong with
+bad ones).  The characters are checked as they are decoded, in one pass."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* (;; as in WINDOW-BASE-STRING, the address is not passed
          (sap (ibuf-sap (rs-ibuf rs)))
@@ -702,10 +702,10 @@ leaves (see WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
 (defun window-integer (sap p end)
   "If SAP+P (P below END) holds an integer tag and its payload (none, or 1,
 2, 4 or 8 bytes), whole in the window, and its value is a fixnum: that
-value and its size in bytes; otherwise 0 and 0.  It reads nothing else and calls nothing, so the loops
-below keep it in registers.  Returning a size rather than the offset after
-it lets them add it knowing the sum stays below END, with no test for NIL
-or check of type."
+value and its size in bytes; otherwise 0 and 0.  It reads nothing else and
+calls nothing, so the loops below keep it in registers.  Returning a size
+rather than the offset after it lets them add it knowing the sum stays
+below END, with no test for NIL or check of type."
   (declare (type index p end))
   (let ((tag (sb-sys:sap-ref-8 sap p))
         (room (- end p)))

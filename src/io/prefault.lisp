@@ -91,9 +91,11 @@ Returns nothing."
   #-linux (declare (ignore address count))
   (values))
 
+(declaim (inline prefault-vector))
 (defun prefault-vector (vector bytes)
   "PREFAULT the first BYTES bytes of the data of VECTOR, a fresh simple
-vector of any element type (no header: the data start two words in)."
+vector of any element type (no header: the data start two words in).
+Inline: for the many small vectors the first test is all it costs."
   (declare (type simple-array vector) (type index bytes))
   (when (>= bytes +prefault-bytes+)
     (sb-sys:with-pinned-objects (vector)
