@@ -69,6 +69,25 @@ twice, after the tracking tag that says so."
     (is (equal '(#x23 #x00 #x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
                (stored-octets (list s s) :track-references nil)))))
 
+(test golden-symbols-in-short-lists
+  "A short list or pair whose symbols were written before has them as
+references, in each mode, with the bytes the general writer gives: :FOO
+takes id 0 where it is first written (#x18 ...) and is #x40 after; a
+short list whose symbol is new writes it in full."
+  (dolist (options '(() (:track-references nil)))
+    (let ((prefix (if (getf options :track-references t) '() '(#x23 #x00))))
+      (is (equal (append prefix '(#x02 #x03 #x18 #x03 #x46 #x4F #x4F
+                                  #x04 #x40 #x71
+                                  #x02 #x03 #x72 #x40 #x01))
+                 (apply #'stored-octets (list :foo (cons :foo 1) (list 2 :foo t)) options)))
+      (is (equal (append prefix '(#x04 #x18 #x03 #x46 #x4F #x4F #x71))
+                 (apply #'stored-octets (cons :foo 1) options)))))
+  (let* ((g (make-symbol "G"))
+         (data (list g (list g g 3) (cons 4 g)))
+         (copy (binstore:restore (binstore:store nil data))))
+    (is (eq (first copy) (first (second copy))))
+    (is (eq (first copy) (cdr (third copy))))))
+
 (test golden-shared-conses
   "With shared list structures a circular list's cdr refers to its first cons."
   (let ((l (list 1 2)))

@@ -372,18 +372,28 @@ of a kind that WRITE-SHORT-LEAF-LIST may take: the test, inline in
 WRITE-CONTAINER-OBJECT, that spares the call for other lists (a list of
 instances)."
   (and (not (ss-lists ss))
-       (immediate-leaf-p (car list) t)))
+       (let ((x (car list)))
+         (or (immediate-leaf-p x t) (symbolp x)))))
+
+(declaim (inline short-list-element-p))
+(defun short-list-element-p (x boxed)
+  "True when WRITE-SHORT-LEAF-LIST may take X: a leaf PUT-IMMEDIATE-LEAF
+takes (with BOXED), or a symbol, which it writes as a reference when it was
+written before."
+  (or (immediate-leaf-p x boxed) (symbolp x)))
 
 (defun write-short-leaf-list (ss list)
   "Write LIST when it is a run of at most +SHORT-CONTAINER-ELEMENTS+ conses whose
 cars, and tail when dotted, are leaves PUT-IMMEDIATE-LEAF takes (boxed ones
-only without reference tracking, where they take no id), as WRITE-OBJECT
-would write it, in one function that calls nothing; return true.  Otherwise
-return NIL, having written nothing: with tracked conses, where the run is
-deferred or too deep, a longer or circular list, a first car needing the
-8-byte form (a run of them is packed), another kind of car, or too little
-room in the window.  A list of a few numbers (a point, a pair, a small
-record) otherwise took a dozen calls through the general writer."
+only without reference tracking, where they take no id) or symbols written
+before (as references), as WRITE-OBJECT would write it, in one function
+that calls nothing but the symbols' lookups; return true.  Otherwise return
+NIL, having written nothing: with tracked conses, where the run is deferred
+or too deep, a longer or circular list, a first car needing the 8-byte form
+(a run of them is packed), another kind of car, a symbol not written
+before, or too little room in the window.  A list of a few numbers (a
+point, a pair, a small record) or an alist's pair of a keyword and a number
+otherwise took a dozen calls through the general writer."
   (declare (type store-state ss) (type cons list) (optimize speed))
   (let ((ob (ss-obuf ss))
         (boxed (not (ss-track ss)))
@@ -394,11 +404,16 @@ record) otherwise took a dozen calls through the general writer."
               (ss-lists ss)
               (not (inline-container-allowed-p ss)))
       (return-from write-short-leaf-list nil))
+    ;; the kinds first, so that a list with another kind of element (a
+    ;; plist with strings) costs no symbol lookup
     (loop while (consp tail)
-          do (when (= n +short-container-elements+)
+          do (when (or (= n +short-container-elements+)
+                       (not (short-list-element-p (car tail) boxed)))
                (return-from write-short-leaf-list nil))
              (incf n)
              (setf tail (cdr tail)))
+    (unless (short-list-element-p tail boxed)
+      (return-from write-short-leaf-list nil))
     (let ((p (obuf-pos ob)))
       (when (< (- (obuf-end ob) p) (+ 2 (* (1+ +short-container-elements+) +max-leaf-bytes+)))
         (return-from write-short-leaf-list nil))
@@ -417,10 +432,15 @@ record) otherwise took a dozen calls through the general writer."
                      (sb-sys:sap-ref-8 out 1) n
                      out (sb-sys:sap+ out 2))))
         (flet ((put (x)
-                 (let ((after (put-immediate-leaf out x boxed)))
-                   (when (sb-sys:sap= after out)
-                     (return-from write-short-leaf-list nil))
-                   (setf out after))))
+                 (if (and x (not (eq x t)) (symbolp x))
+                     (let ((id (identity-table-get-recurring (ss-refs ss) x)))
+                       (when (< id 0)
+                         (return-from write-short-leaf-list nil))
+                       (setf out (sb-sys:sap+ sap (put-ref sap (sb-sys:sap- out sap) id))))
+                     (let ((after (put-immediate-leaf out x boxed)))
+                       (when (sb-sys:sap= after out)
+                         (return-from write-short-leaf-list nil))
+                       (setf out after)))))
           ;; inline, so that it neither closes over OUT nor leaves by a
           ;; non-local exit
           (declare (inline put))
