@@ -245,9 +245,17 @@ the directory, and then remembered in place of the oldest of them."
   (declare (type identity-table table) (optimize speed))
   (let* ((address (sb-kernel:get-lisp-obj-address object))
          (chunk (address-chunk address))
-         (base (if (= chunk (it-last-chunk table))
-                   (it-last-base table)
-                   (recent-chunk-base table chunk))))
+         (recent (it-recent table))
+         ;; the chunks met lately, looked at here without a call: a walk of
+         ;; records meets a few runs of objects by turns (structures, their
+         ;; doubles, their strings)
+         (base (cond ((= chunk (it-last-chunk table)) (it-last-base table))
+                     ((= chunk (aref recent 0)) (aref recent 1))
+                     ((= chunk (aref recent 2)) (aref recent 3))
+                     ((= chunk (aref recent 4)) (aref recent 5))
+                     ((= chunk (aref recent 6)) (aref recent 7))
+                     (t (recent-chunk-base table chunk)))))
+    (declare (type index base))
     (mark-seen-at table base address)))
 
 (defun seen-p (table object)
