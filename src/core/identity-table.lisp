@@ -217,24 +217,30 @@ if it was set already."
         (or (logtest word bit)
             (progn (setf (aref bits k) (logior word bit)) nil))))))
 
+(declaim (inline recent-base))
+(defun recent-base (table chunk)
+  "The first word of CHUNK's seen bits when it is one of the chunks met
+lately, else NIL: the look that needs no call."
+  (declare (type identity-table table) (type (unsigned-byte 60) chunk))
+  (let ((recent (it-recent table)))
+    (loop for k of-type index from 0 below (* 2 +recent-chunks+) by 2
+          when (= chunk (aref recent k))
+            return (aref recent (1+ k)))))
+
 (defun recent-chunk-base (table chunk)
   "CHUNK-BASE for a chunk other than the last one met, which it becomes:
 answered from the chunks met lately when it is one of them, otherwise from
 the directory, and then remembered in place of the oldest of them."
   (declare (type identity-table table) (type (unsigned-byte 60) chunk) (optimize speed))
-  (let* ((recent (it-recent table))
-         (k (loop for k of-type index from 0 below (* 2 +recent-chunks+) by 2
-                  when (= chunk (aref recent k))
-                    return k))
-         (base (if k
-                   (aref recent (1+ k))
-                   (let ((base (chunk-base table chunk))
-                         (k (* 2 (it-recent-next table))))
-                     (setf (aref recent k) chunk
-                           (aref recent (1+ k)) base
-                           (it-recent-next table) (mod (1+ (it-recent-next table))
-                                                       +recent-chunks+))
-                     base))))
+  (let ((base (or (recent-base table chunk)
+                  (let ((base (chunk-base table chunk))
+                        (recent (it-recent table))
+                        (k (* 2 (it-recent-next table))))
+                    (setf (aref recent k) chunk
+                          (aref recent (1+ k)) base
+                          (it-recent-next table) (mod (1+ (it-recent-next table))
+                                                      +recent-chunks+))
+                    base))))
     (declare (type index base))
     (setf (it-last-chunk table) chunk (it-last-base table) base)
     base))
@@ -245,15 +251,11 @@ the directory, and then remembered in place of the oldest of them."
   (declare (type identity-table table) (optimize speed))
   (let* ((address (sb-kernel:get-lisp-obj-address object))
          (chunk (address-chunk address))
-         (recent (it-recent table))
-         ;; the chunks met lately, looked at here without a call: a walk of
-         ;; records meets a few runs of objects by turns (structures, their
-         ;; doubles, their strings)
+         ;; the chunks met lately are looked at here, without a call: a
+         ;; walk of records meets a few runs of objects by turns
+         ;; (structures, their doubles, their strings)
          (base (cond ((= chunk (it-last-chunk table)) (it-last-base table))
-                     ((= chunk (aref recent 0)) (aref recent 1))
-                     ((= chunk (aref recent 2)) (aref recent 3))
-                     ((= chunk (aref recent 4)) (aref recent 5))
-                     ((= chunk (aref recent 6)) (aref recent 7))
+                     ((recent-base table chunk))
                      (t (recent-chunk-base table chunk)))))
     (declare (type index base))
     (mark-seen-at table base address)))
