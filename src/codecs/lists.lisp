@@ -365,6 +365,13 @@ the cons of the first car not written and how many are left."
               (when (< written block)
                 (return (values c n)))))))))
 
+(declaim (inline short-list-element-p))
+(defun short-list-element-p (x boxed)
+  "True when WRITE-SHORT-LEAF-LIST may take X: a leaf PUT-IMMEDIATE-LEAF
+takes (with BOXED), or a symbol, which it writes as a reference when it was
+written before."
+  (or (immediate-leaf-p x boxed) (symbolp x)))
+
 (declaim (inline short-leaf-list-candidate-p))
 (defun short-leaf-list-candidate-p (ss list)
   "True when conses are not tracked and the first car of the cons LIST is
@@ -372,15 +379,7 @@ of a kind that WRITE-SHORT-LEAF-LIST may take: the test, inline in
 WRITE-CONTAINER-OBJECT, that spares the call for other lists (a list of
 instances)."
   (and (not (ss-lists ss))
-       (let ((x (car list)))
-         (or (immediate-leaf-p x t) (symbolp x)))))
-
-(declaim (inline short-list-element-p))
-(defun short-list-element-p (x boxed)
-  "True when WRITE-SHORT-LEAF-LIST may take X: a leaf PUT-IMMEDIATE-LEAF
-takes (with BOXED), or a symbol, which it writes as a reference when it was
-written before."
-  (or (immediate-leaf-p x boxed) (symbolp x)))
+       (short-list-element-p (car list) t)))
 
 (defun write-short-leaf-list (ss list)
   "Write LIST when it is a run of at most +SHORT-CONTAINER-ELEMENTS+ conses whose
