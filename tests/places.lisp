@@ -664,6 +664,101 @@ every byte the pages held, and stops at the partial pages of unaligned ends."
            (with-open-file (in pathname :element-type '(unsigned-byte 8))
              (is (equalp data (binstore:restore in))))))))))
 
+;;; The heap's runway (EXTEND-RUNWAY, KEEP-RUNWAY)
+
+(test allocation-point-is-where-the-next-object-goes
+  "ALLOCATION-POINT names the address of the next cons and of the next other
+small object (a try can meet the end of a region, so one of three must)."
+  (flet ((address (object)
+           (logandc2 (sb-kernel:get-lisp-obj-address object) sb-vm:lowtag-mask)))
+    (is (loop repeat 3
+              thereis (let ((point (binstore::allocation-point t)))
+                        (= point (address (cons 1 2))))))
+    (is (loop repeat 3
+              thereis (let ((point (binstore::allocation-point nil)))
+                        (= point (address (make-array 3 :element-type '(unsigned-byte 8)))))))
+    (let ((point (binstore::allocation-point nil)))
+      (is (or (= point 0)
+              (< sb-vm:dynamic-space-start point (binstore::heap-end)))))))
+
+(test runway-maps-ahead-of-the-point
+  "EXTEND-RUNWAY maps the whole pages from the point through the bytes asked
+for and as much again as was allocated, at most +RUNWAY-BYTES+ and never past
+its limit; only the new part when the point lies in the runway before; and
+nothing, keeping the runway it had, when the new part is shorter than
++PREFAULT-BYTES+.  The pages keep what they held."
+  (let* ((pages 1024)                   ; 4 MB
+         (region (binstore::map-region (* pages binstore::+page-bytes+)))
+         (base (binstore::region-address region))
+         (kb 1024)
+         (limit (+ base (* pages binstore::+page-bytes+))))
+    (flet ((mapped (from to)            ; pages mapped among those from FROM below TO
+             (pages-mapped (+ base (* from binstore::+page-bytes+)) (- to from)))
+           (page (address) (floor (- address base) binstore::+page-bytes+)))
+      (unwind-protect
+           (progn
+             (setf (sb-sys:sap-ref-8 (sb-sys:int-sap base) 40) 77)
+             ;; a small restore so far: nothing done, the runway kept
+             (is (equal '(0 0) (multiple-value-list
+                                (binstore::extend-runway (+ base 100) 1000 0 0 (* 10 kb) limit))))
+             (is (= 1 (mapped 0 pages)))
+             ;; 300 KB allocated: the point's page (mapped), then 1000 + 300 KB
+             (multiple-value-bind (start end)
+                 (binstore::extend-runway (+ base 100) 1000 0 0 (* 300 kb) limit)
+               (is (= start (+ base 100)))
+               (is (= end (+ base 100 1000 (* 300 kb))))
+               (when binstore::**populate-write-works**
+                 (is (= (page end) (mapped 0 (page end))) "every whole page up to the end")
+                 (is (= 0 (mapped (page end) pages)) "nothing past it"))
+               ;; further on in the runway: from its end only, and the step is
+               ;; capped at +RUNWAY-BYTES+ however much was allocated
+               (let ((point (+ start (* 200 kb))))
+                 (multiple-value-bind (start2 end2)
+                     (binstore::extend-runway point 5000 start end (* 100 1024 kb) limit)
+                   (is (= start2 point))
+                   (is (= end2 (+ point 5000 binstore::+runway-bytes+)))
+                   (when binstore::**populate-write-works**
+                     (is (= (page end2) (mapped 0 (page end2))))
+                     (is (= 0 (mapped (page end2) pages))))
+                   ;; within the runway and a step too short: unchanged
+                   (is (equal (list start2 end2)
+                              (multiple-value-list
+                               (binstore::extend-runway (+ point 10) 16 start2 end2 (* 40 kb) limit))))
+                   ;; past the limit: stops at it
+                   (multiple-value-bind (start3 end3)
+                       (binstore::extend-runway (- limit (* 100 kb)) 16 start2 end2 (* 100 1024 kb) limit)
+                     (is (= start3 (- limit (* 100 kb))))
+                     (is (= end3 limit))
+                     (when binstore::**populate-write-works**
+                       (is (= 25 (mapped (page start3) pages))))))))
+             (is (= 77 (sb-sys:sap-ref-8 (sb-sys:int-sap base) 40)))
+             (is (loop for i from 41 below (* 1000 kb) always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap base) i)))))
+        (binstore::unmap-region region)))))
+
+(test small-objects-restore-on-the-runway
+  "Small vectors, strings, structures and lists of boxed floats long enough to
+move the runways many times, restored right after full collections, in each
+mode and through a stream, equal what was stored; the loops over boxes read
+in slices (+BOX-SLICE-BYTES+), so some boxes straddle a slice's end."
+  (let* ((vectors (loop for i below 300
+                        collect (let ((v (make-array (+ 5000 (* 7 i)) :element-type '(unsigned-byte 8))))
+                                  (dotimes (j (length v) v) (setf (aref v j) (mod (+ i j) 256))))))
+         (boxes (loop for i below 20000
+                      collect (case (mod i 3)
+                                (0 (* i 1.5d0))
+                                (1 (complex (* i 0.25d0) (- i)))
+                                (t (- (* i 3.75d0))))))
+         (data (list vectors boxes (coerce boxes 'simple-vector)
+                     (loop for i below 3000 collect (format nil "~a-~r" i i))
+                     (loop for i below 3000 collect (make-pathname :name (format nil "f~d" i) :type "x")))))
+    (dolist (mode '((:track-references nil) (:track-references t)
+                    (:track-references t :support-shared-list-structures t)))
+      (let ((bytes (apply #'binstore:store nil data mode)))
+        (sb-ext:gc :full t)
+        (is (equalp data (binstore:restore bytes)) "from a vector, ~s" mode)
+        (sb-ext:gc :full t)
+        (is (equalp data (binstore:restore (make-instance 'octet-input-stream :octets bytes))) "from a stream, ~s" mode)))))
+
 (test copies-at-every-distance
   "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken
 when the destination lies 1 to 31 bytes past the source modulo 4096): sizes

@@ -31,6 +31,12 @@
   (max-depth nil :type (or null index))
   (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
   (alloc-left nil :type (or null index)) ; bytes we may still allocate
+  (allocated 0 :type index)            ; bytes allocated so far, as charged (boxes estimated)
+  ;; the runways mapped ahead of the allocation points (see EXTEND-RUNWAY)
+  (cons-runway-start 0 :type sb-ext:word)
+  (cons-runway-end 0 :type sb-ext:word)
+  (runway-start 0 :type sb-ext:word)
+  (runway-end 0 :type sb-ext:word)
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
   (scratch **no-characters** :type (simple-array character (*))) ; names being looked up (grown as needed)
@@ -103,6 +109,7 @@ not keep the restored data alive) and keep them for the next restore."
   ;; made), so the new part needs no filling.
   (let* ((refs (rs-refs rs))
          (new (make-array (* 2 (length refs)))))
+    (prefault-vector new (* sb-vm:n-word-bytes (length refs)))
     (replace new refs)
     (setf (rs-refs rs) new)))
 
@@ -201,9 +208,47 @@ one READ-VARINT accepts)."
       (svref (rs-refs rs) id)
       (undefined-id rs id small)))
 
+(defun move-runway (rs conses point bytes)
+  "KEEP-RUNWAY's work when the allocation of BYTES at POINT leaves the runway."
+  (declare (type restore-state rs) (type sb-ext:word point) (type index bytes))
+  (let ((allocated (rs-allocated rs)))
+    (when (and (/= point 0) (>= allocated +prefault-bytes+))
+      (if conses
+          (setf (values (rs-cons-runway-start rs) (rs-cons-runway-end rs))
+                (extend-runway point bytes (rs-cons-runway-start rs)
+                               (rs-cons-runway-end rs) allocated (heap-end)))
+          (setf (values (rs-runway-start rs) (rs-runway-end rs))
+                (extend-runway point bytes (rs-runway-start rs)
+                               (rs-runway-end rs) allocated (heap-end)))))))
+
+(declaim (inline count-allocation))
+(defun count-allocation (rs bytes)
+  "Add BYTES to what the restore has allocated, which sizes its runways."
+  (declare (type restore-state rs) (type unsigned-byte bytes))
+  (setf (rs-allocated rs) (min most-positive-fixnum (+ (rs-allocated rs) bytes))))
+
+(declaim (inline keep-runway))
+(defun keep-runway (rs conses bytes)
+  "Before BYTES of conses (CONSES true) or of other small objects are
+allocated: count them, and extend the runway of that kind when they would
+reach past it.  Inline: within the runway it costs a few loads and
+comparisons."
+  (declare (type restore-state rs) (type index bytes))
+  (count-allocation rs bytes)
+  (let ((point (allocation-point conses)))
+    (unless (if conses
+                (and (<= (rs-cons-runway-start rs) point)
+                     (<= (+ point bytes) (rs-cons-runway-end rs)))
+                (and (<= (rs-runway-start rs) point)
+                     (<= (+ point bytes) (rs-runway-end rs))))
+      (move-runway rs conses point bytes))))
+
 (declaim (inline charge))
-(defun charge (rs bytes)
-  "Count BYTES of memory about to be allocated against max-to-read."
+(defun charge (rs bytes &optional conses)
+  "Count BYTES of memory about to be allocated (in conses when CONSES)
+against max-to-read; for a small object, keep the heap's pages ahead of it
+mapped (KEEP-RUNWAY).  Larger objects get pages of their own, which
+PREFAULT-VECTOR maps where they land."
   (declare (type restore-state rs) (type unsigned-byte bytes))
   (let ((left (rs-alloc-left rs)))
     (when left
@@ -211,7 +256,10 @@ one READ-VARINT accepts)."
           (setf (rs-alloc-left rs) (- left bytes))
           (error 'limit-exceeded :limit :max-to-read :value left
                                  :offset (ibuf-offset (rs-ibuf rs))
-                                 :message "restoring would allocate more memory than max-to-read allows")))))
+                                 :message "restoring would allocate more memory than max-to-read allows"))))
+  (if (< bytes +prefault-bytes+)
+      (keep-runway rs conses bytes)
+      (count-allocation rs bytes)))
 
 (defun restore-too-deep (rs)
   "Signal that the input nests deeper than max-depth or the control stack allows."
@@ -464,6 +512,11 @@ bad ones).  The characters are checked as they are decoded, in one pass."
           (charge rs (* 4 n))
           (values (register rs s) q)))))
 
+(defconstant +box-slice-bytes+ (* 16 1024)
+  "Input the loops over double-floats and complexes read between two looks
+at the runway (KEEP-RUNWAY): a box takes at most twice the bytes it is read
+from.")
+
 (declaim (inline window-boxed-float))
 (defun window-boxed-float (rs sap p end)
   "If SAP+P (P below END) holds a double-float, or a complex of two, whole in
@@ -591,7 +644,7 @@ before either is read, so nothing takes an id unless the cons is made."
         (values nil nil)
         (let* ((car (window-leaf rs sap (+ p 1) end))
                (cell (cons car (window-leaf rs sap (+ p 1 car-bytes) end))))
-          (charge rs 16)
+          (charge rs 16 t)
           (when (rs-track-conses rs)
             (register-run rs cell 1))
           (values cell (+ p 1 car-bytes cdr-bytes))))))
@@ -650,7 +703,7 @@ list to the general path."
                      (refuse))
                    (setf (car c) value
                          q next)))
-        (charge rs (* 16 n))
+        (charge rs (* 16 n) t)
         (when (rs-track-conses rs)
           (register-run rs run n))
         (values run q)))))
@@ -894,16 +947,22 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
            ;; an id when tracked
            (let ((q p) (d c) (dlast last))
              (declare (type index q))
-             (loop while (and (consp d) (< q end))
-                   do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
-                        (when (zerop size)
-                          (return))
-                        (setf (car d) x
-                              q (sb-ext:truly-the index (+ q size)))
-                        ;; the next cons from D, in a register, before
-                        ;; DLAST, which lives on the stack: from DLAST each
-                        ;; cdr would wait for a store and a load
-                        (psetf d (cdr d) dlast d)))
+             (loop named boxes
+                   while (and (consp d) (< q end))
+                   do (let ((stop (min end (+ q +box-slice-bytes+))))
+                        (keep-runway rs nil (* 2 (- stop q)))
+                        (loop while (and (consp d) (< q stop))
+                              do (multiple-value-bind (x size)
+                                     (window-boxed-float rs sap q end)
+                                   (when (zerop size)
+                                     (return-from boxes))
+                                   (setf (car d) x
+                                         q (sb-ext:truly-the index (+ q size)))
+                                   ;; the next cons from D, in a register,
+                                   ;; before DLAST, which lives on the
+                                   ;; stack: from DLAST each cdr would wait
+                                   ;; for a store and a load
+                                   (psetf d (cdr d) dlast d)))))
              (setf p q c d last dlast)))
           (#.+string-kind+
            (multiple-value-bind (q d dlast) (fill-string-cars rs c p end)
@@ -1024,13 +1083,18 @@ T array's, into its storage vector); return V."
           (#.+boxed-kind+
            (let ((q p) (j i))
              (declare (type index q j))
-             (loop while (and (< j n) (< q end))
-                   do (multiple-value-bind (x size) (window-boxed-float rs sap q end)
-                        (when (zerop size)
-                          (return))
-                        (setf (svref v j) x
-                              q (sb-ext:truly-the index (+ q size))))
-                      (incf j))
+             (loop named boxes
+                   while (and (< j n) (< q end))
+                   do (let ((stop (min end (+ q +box-slice-bytes+))))
+                        (keep-runway rs nil (* 2 (- stop q)))
+                        (loop while (and (< j n) (< q stop))
+                              do (multiple-value-bind (x size)
+                                     (window-boxed-float rs sap q end)
+                                   (when (zerop size)
+                                     (return-from boxes))
+                                   (setf (svref v j) x
+                                         q (sb-ext:truly-the index (+ q size))))
+                                 (incf j))))
              (setf p q i j)))
           (#.+string-kind+
            (multiple-value-setq (i p) (fill-string-elements rs v i n p end)))

@@ -103,3 +103,69 @@ Inline: for the many small vectors the first test is all it costs."
                    (* sb-vm:vector-data-offset sb-vm:n-word-bytes))
                 bytes)))
   (values))
+
+;;; The heap's runway.
+;;;
+;;; Small objects do not get pages of their own: SBCL hands each thread a
+;;; region of a free page or more, one for conses and one for the rest, and
+;;; the next region opens on the free pages just above.  After a full
+;;; collection those pages are unmapped too (see above), so a restore that
+;;; makes a thousand vectors of 10 KB takes its 2,500 faults one at a time:
+;;; 6 ms where the copies alone take 1.  The restore therefore keeps a
+;;; runway mapped ahead of each region's allocation point, and asks for
+;;; more before it allocates past its end.  The first +PREFAULT-BYTES+ a
+;;; restore allocates get no runway, so a small restore pays nothing; then
+;;; the runway grows with what the restore has allocated, up to
+;;; +RUNWAY-BYTES+, which bounds what a restore can map and not use.
+
+(defconstant +runway-bytes+ (* 512 1024)
+  "The most a runway reaches beyond what the allocation about to be made needs.")
+
+;;; The allocation points live in the thread structure, in slots SBCL's
+;;; own allocation sequence reads; without them (another SBCL) there is no
+;;; runway.
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun allocation-points-known-p ()
+    "Whether this SBCL has the thread slots ALLOCATION-POINT reads."
+    (if (and (find-symbol "THREAD-CONS-TLAB-SLOT" "SB-VM")
+             (find-symbol "THREAD-MIXED-TLAB-SLOT" "SB-VM")
+             (find-symbol "CURRENT-THREAD-OFFSET-SAP" "SB-VM"))
+        '(:and)
+        '(:or))))
+
+(declaim (inline allocation-point))
+(defun allocation-point (conses)
+  "The address at which this thread allocates its next cons (CONSES true) or
+its next other small object; 0 when that is not known: the region is closed
+(just after a collection) or this SBCL does not tell."
+  #+#.(binstore::allocation-points-known-p)
+  (let ((point (sb-sys:sap-int
+                (if conses
+                    (sb-vm::current-thread-offset-sap sb-vm::thread-cons-tlab-slot)
+                    (sb-vm::current-thread-offset-sap sb-vm::thread-mixed-tlab-slot)))))
+    ;; a closed region points below the heap
+    (if (< point sb-vm:dynamic-space-start) 0 point))
+  #-#.(binstore::allocation-points-known-p)
+  (progn conses 0))
+
+(defun heap-end ()
+  "The address just past SBCL's dynamic space, where runways stop."
+  (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
+
+(defun extend-runway (point bytes start end allocated limit)
+  "Map in the pages from POINT's (an ALLOCATION-POINT, not 0) through BYTES about
+to be allocated there and min(ALLOCATED, +RUNWAY-BYTES+) beyond, up to LIMIT
+at most, except those of the runway [START, END) mapped before, where POINT
+still lies in it.  Return the new runway's start and end; the old ones when
+the new part is too short to be worth the calls (it is asked for again
+later)."
+  (declare (type sb-ext:word point start end limit) (type index bytes allocated))
+  (let ((new-end (min limit (+ point bytes (min allocated +runway-bytes+))))
+        ;; from the start of the page holding the old end (left out as it
+        ;; was only partly in the runway), or the point's
+        (from (logandc2 (if (and (<= start point) (< point end)) end point)
+                        (1- +page-bytes+))))
+    (if (< (+ from +prefault-bytes+) new-end)
+        (progn (prefault from (- new-end from))
+               (values point new-end))
+        (values start end))))
