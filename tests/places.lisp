@@ -683,57 +683,83 @@ small object (a try can meet the end of a region, so one of three must)."
 
 (test runway-maps-ahead-of-the-point
   "EXTEND-RUNWAY maps the whole pages from the point through the bytes asked
-for and as much again as was allocated, at most +RUNWAY-BYTES+ and never past
+for and as much again as the reach, at most +RUNWAY-BYTES+ and never past
 its limit; only the new part when the point lies in the runway before; and
-nothing, keeping the runway it had, when the new part is shorter than
-+PREFAULT-BYTES+.  The pages keep what they held."
+nothing when the new part is shorter than +PREFAULT-BYTES+, though the runway
+it returns reaches that far.  The pages keep what they held."
   (let* ((pages 1024)                   ; 4 MB
          (region (binstore::map-region (* pages binstore::+page-bytes+)))
          (base (binstore::region-address region))
          (kb 1024)
+         (short binstore::+prefault-bytes+)
          (limit (+ base (* pages binstore::+page-bytes+))))
     (flet ((mapped (from to)            ; pages mapped among those from FROM below TO
              (pages-mapped (+ base (* from binstore::+page-bytes+)) (- to from)))
-           (page (address) (floor (- address base) binstore::+page-bytes+)))
+           (page (address) (floor (- address base) binstore::+page-bytes+))
+           (runway (&rest arguments)
+             (multiple-value-list (apply #'binstore::extend-runway
+                                         (append arguments (list limit))))))
       (unwind-protect
            (progn
              (setf (sb-sys:sap-ref-8 (sb-sys:int-sap base) 40) 77)
-             ;; a small restore so far: nothing done, the runway kept
-             (is (equal '(0 0) (multiple-value-list
-                                (binstore::extend-runway (+ base 100) 1000 0 0 (* 10 kb) limit))))
+             ;; a short reach: nothing mapped, the runway as long as the minimum
+             (is (equal (list (+ base 100) (+ base 100 1000 short))
+                        (runway (+ base 100) 1000 0 0 (* 10 kb))))
              (is (= 1 (mapped 0 pages)))
-             ;; 300 KB allocated: the point's page (mapped), then 1000 + 300 KB
-             (multiple-value-bind (start end)
-                 (binstore::extend-runway (+ base 100) 1000 0 0 (* 300 kb) limit)
+             ;; reaching 300 KB: the point's page, then 1000 + 300 KB
+             (destructuring-bind (start end) (runway (+ base 100) 1000 0 0 (* 300 kb))
                (is (= start (+ base 100)))
                (is (= end (+ base 100 1000 (* 300 kb))))
                (when binstore::**populate-write-works**
                  (is (= (page end) (mapped 0 (page end))) "every whole page up to the end")
                  (is (= 0 (mapped (page end) pages)) "nothing past it"))
-               ;; further on in the runway: from its end only, and the step is
-               ;; capped at +RUNWAY-BYTES+ however much was allocated
+               ;; further on in the runway: from its end only, and the reach
+               ;; is capped at +RUNWAY-BYTES+
                (let ((point (+ start (* 200 kb))))
-                 (multiple-value-bind (start2 end2)
-                     (binstore::extend-runway point 5000 start end (* 100 1024 kb) limit)
+                 (destructuring-bind (start2 end2) (runway point 5000 start end (* 100 1024 kb))
                    (is (= start2 point))
                    (is (= end2 (+ point 5000 binstore::+runway-bytes+)))
                    (when binstore::**populate-write-works**
                      (is (= (page end2) (mapped 0 (page end2))))
                      (is (= 0 (mapped (page end2) pages))))
-                   ;; within the runway and a step too short: unchanged
-                   (is (equal (list start2 end2)
-                              (multiple-value-list
-                               (binstore::extend-runway (+ point 10) 16 start2 end2 (* 40 kb) limit))))
+                   ;; within the runway with a short reach: it keeps its end
+                   (is (equal (list (+ point 10) end2)
+                              (runway (+ point 10) 16 start2 end2 (* 40 kb))))
                    ;; past the limit: stops at it
-                   (multiple-value-bind (start3 end3)
-                       (binstore::extend-runway (- limit (* 100 kb)) 16 start2 end2 (* 100 1024 kb) limit)
+                   (destructuring-bind (start3 end3)
+                       (runway (- limit (* 100 kb)) 16 start2 end2 (* 100 1024 kb))
                      (is (= start3 (- limit (* 100 kb))))
                      (is (= end3 limit))
                      (when binstore::**populate-write-works**
                        (is (= 25 (mapped (page start3) pages))))))))
              (is (= 77 (sb-sys:sap-ref-8 (sb-sys:int-sap base) 40)))
-             (is (loop for i from 41 below (* 1000 kb) always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap base) i)))))
+             (is (loop for i from 41 below (* 1000 kb)
+                       always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap base) i)))))
         (binstore::unmap-region region)))))
+
+(test runways-follow-the-points-that-move
+  "LOOK-AT-RUNWAY only notes the point at its first look, extends the runway
+from the point once the point has moved, and leaves alone the runway of a
+kind nothing was allocated of since the last look."
+  (let ((vectors (binstore::make-runway))
+        (conses (binstore::make-runway))
+        (reach (* 512 1024))
+        (keep (make-array 50)))             ; filled without consing
+    (binstore::look-at-runway vectors nil reach)
+    (binstore::look-at-runway conses t reach)
+    (let ((noted-start (binstore::runway-start vectors))
+          (noted-end (binstore::runway-end vectors)))
+      (dotimes (i 50)
+        (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8))))
+      (let ((point (binstore::allocation-point nil)))
+        (binstore::look-at-runway vectors nil reach)
+        (binstore::look-at-runway conses t reach)
+        (is (= 0 noted-start noted-end) "the first look only notes the point")
+        (is (= point (binstore::runway-start vectors)))
+        (is (= (min (binstore::heap-end) (+ point (* 2 binstore::+look-bytes+) reach))
+               (binstore::runway-end vectors)))
+        (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
+        (is (every #'vectorp keep))))))
 
 (test small-objects-restore-on-the-runway
   "Small vectors, strings, structures and lists of boxed floats long enough to

@@ -681,7 +681,7 @@ tracks conses); return it and its tag (the fill info)."
                                         "a list")))))
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
-    (charge rs (* 16 n) t)
+    (charge rs (* 16 n))
     (let ((run (make-list n)))
       (when (rs-track-conses rs)
         (register-run rs run n))

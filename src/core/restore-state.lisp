@@ -31,12 +31,9 @@
   (max-depth nil :type (or null index))
   (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
   (alloc-left nil :type (or null index)) ; bytes we may still allocate
-  (allocated 0 :type index)            ; bytes allocated so far, as charged (boxes estimated)
-  ;; the runways mapped ahead of the allocation points (see EXTEND-RUNWAY)
-  (cons-runway-start 0 :type sb-ext:word)
-  (cons-runway-end 0 :type sb-ext:word)
-  (runway-start 0 :type sb-ext:word)
-  (runway-end 0 :type sb-ext:word)
+  (allocated 0 :type index)            ; bytes of small objects so far (KEEP-RUNWAYS)
+  (next-look +prefault-bytes+ :type index) ; ALLOCATED at the next look at the runways
+  (runways nil :type (or null cons))   ; the cons runway and the other one, from then
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
   (scratch **no-characters** :type (simple-array character (*))) ; names being looked up (grown as needed)
@@ -208,47 +205,46 @@ one READ-VARINT accepts)."
       (svref (rs-refs rs) id)
       (undefined-id rs id small)))
 
-(defun move-runway (rs conses point bytes)
-  "KEEP-RUNWAY's work when the allocation of BYTES at POINT leaves the runway."
-  (declare (type restore-state rs) (type sb-ext:word point) (type index bytes))
-  (let ((allocated (rs-allocated rs)))
-    (when (and (/= point 0) (>= allocated +prefault-bytes+))
-      (if conses
-          (setf (values (rs-cons-runway-start rs) (rs-cons-runway-end rs))
-                (extend-runway point bytes (rs-cons-runway-start rs)
-                               (rs-cons-runway-end rs) allocated (heap-end)))
-          (setf (values (rs-runway-start rs) (rs-runway-end rs))
-                (extend-runway point bytes (rs-runway-start rs)
-                               (rs-runway-end rs) allocated (heap-end)))))))
+(defun runway-reach (rs)
+  "How far the next runway may reach past the allocation about to be made:
+what the restore has allocated in small objects so far, and when the whole
+input is in the window, no more than the rest of it promises at the rate
+so far (so a restore about to end maps little it will not use)."
+  (declare (type restore-state rs))
+  (let ((ib (rs-ibuf rs))
+        (allocated (min (rs-allocated rs) +runway-bytes+)))
+    (if (ibuf-refill-fn ib)
+        allocated
+        (min allocated
+             (ceiling (* allocated (available ib)) (max 1 (ibuf-offset ib)))))))
 
-(declaim (inline count-allocation))
-(defun count-allocation (rs bytes)
-  "Add BYTES to what the restore has allocated, which sizes its runways."
-  (declare (type restore-state rs) (type unsigned-byte bytes))
-  (setf (rs-allocated rs) (min most-positive-fixnum (+ (rs-allocated rs) bytes))))
+(defun look-at-runways (rs)
+  "KEEP-RUNWAYS' look, every +LOOK-BYTES+ of small objects from the first
++PREFAULT-BYTES+ on."
+  (declare (type restore-state rs))
+  (let ((runways (or (rs-runways rs)
+                     (setf (rs-runways rs) (cons (make-runway) (make-runway)))))
+        (reach (runway-reach rs)))
+    (setf (rs-next-look rs) (+ (rs-allocated rs) +look-bytes+))
+    (look-at-runway (car runways) t reach)
+    (look-at-runway (cdr runways) nil reach)))
 
-(declaim (inline keep-runway))
-(defun keep-runway (rs conses bytes)
-  "Before BYTES of conses (CONSES true) or of other small objects are
-allocated: count them, and extend the runway of that kind when they would
-reach past it.  Inline: within the runway it costs a few loads and
-comparisons."
+(declaim (inline keep-runways))
+(defun keep-runways (rs bytes)
+  "Before BYTES of small objects are allocated: count them, and every
++LOOK-BYTES+ look at the runways (LOOK-AT-RUNWAY).  Inline: between looks
+it costs an addition and a comparison."
   (declare (type restore-state rs) (type index bytes))
-  (count-allocation rs bytes)
-  (let ((point (allocation-point conses)))
-    (unless (if conses
-                (and (<= (rs-cons-runway-start rs) point)
-                     (<= (+ point bytes) (rs-cons-runway-end rs)))
-                (and (<= (rs-runway-start rs) point)
-                     (<= (+ point bytes) (rs-runway-end rs))))
-      (move-runway rs conses point bytes))))
+  (let ((allocated (+ (rs-allocated rs) bytes)))
+    (setf (rs-allocated rs) allocated)
+    (when (>= allocated (rs-next-look rs))
+      (look-at-runways rs))))
 
 (declaim (inline charge))
-(defun charge (rs bytes &optional conses)
-  "Count BYTES of memory about to be allocated (in conses when CONSES)
-against max-to-read; for a small object, keep the heap's pages ahead of it
-mapped (KEEP-RUNWAY).  Larger objects get pages of their own, which
-PREFAULT-VECTOR maps where they land."
+(defun charge (rs bytes)
+  "Count BYTES of memory about to be allocated against max-to-read; for a
+small object, keep the heap's pages ahead mapped (KEEP-RUNWAYS).  Larger
+objects get pages of their own, which PREFAULT-VECTOR maps where they land."
   (declare (type restore-state rs) (type unsigned-byte bytes))
   (let ((left (rs-alloc-left rs)))
     (when left
@@ -257,9 +253,8 @@ PREFAULT-VECTOR maps where they land."
           (error 'limit-exceeded :limit :max-to-read :value left
                                  :offset (ibuf-offset (rs-ibuf rs))
                                  :message "restoring would allocate more memory than max-to-read allows"))))
-  (if (< bytes +prefault-bytes+)
-      (keep-runway rs conses bytes)
-      (count-allocation rs bytes)))
+  (when (< bytes +prefault-bytes+)
+    (keep-runways rs bytes)))
 
 (defun restore-too-deep (rs)
   "Signal that the input nests deeper than max-depth or the control stack allows."
@@ -514,7 +509,7 @@ bad ones).  The characters are checked as they are decoded, in one pass."
 
 (defconstant +box-slice-bytes+ (* 16 1024)
   "Input the loops over double-floats and complexes read between two looks
-at the runway (KEEP-RUNWAY): a box takes at most twice the bytes it is read
+at the runways (KEEP-RUNWAYS): a box takes at most twice the bytes it is read
 from.")
 
 (declaim (inline window-boxed-float))
@@ -644,7 +639,7 @@ before either is read, so nothing takes an id unless the cons is made."
         (values nil nil)
         (let* ((car (window-leaf rs sap (+ p 1) end))
                (cell (cons car (window-leaf rs sap (+ p 1 car-bytes) end))))
-          (charge rs 16 t)
+          (charge rs 16)
           (when (rs-track-conses rs)
             (register-run rs cell 1))
           (values cell (+ p 1 car-bytes cdr-bytes))))))
@@ -703,7 +698,7 @@ list to the general path."
                      (refuse))
                    (setf (car c) value
                          q next)))
-        (charge rs (* 16 n) t)
+        (charge rs (* 16 n))
         (when (rs-track-conses rs)
           (register-run rs run n))
         (values run q)))))
@@ -950,7 +945,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
              (loop named boxes
                    while (and (consp d) (< q end))
                    do (let ((stop (min end (+ q +box-slice-bytes+))))
-                        (keep-runway rs nil (* 2 (- stop q)))
+                        (keep-runways rs (* 2 (- stop q)))
                         (loop while (and (consp d) (< q stop))
                               do (multiple-value-bind (x size)
                                      (window-boxed-float rs sap q end)
@@ -1086,7 +1081,7 @@ T array's, into its storage vector); return V."
              (loop named boxes
                    while (and (< j n) (< q end))
                    do (let ((stop (min end (+ q +box-slice-bytes+))))
-                        (keep-runway rs nil (* 2 (- stop q)))
+                        (keep-runways rs (* 2 (- stop q)))
                         (loop while (and (< j n) (< q stop))
                               do (multiple-value-bind (x size)
                                      (window-boxed-float rs sap q end)

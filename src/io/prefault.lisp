@@ -139,10 +139,11 @@ Inline: for the many small vectors the first test is all it costs."
 its next other small object; 0 when that is not known: the region is closed
 (just after a collection) or this SBCL does not tell."
   #+#.(binstore::allocation-points-known-p)
-  (let ((point (sb-sys:sap-int
-                (if conses
-                    (sb-vm::current-thread-offset-sap sb-vm::thread-cons-tlab-slot)
-                    (sb-vm::current-thread-offset-sap sb-vm::thread-mixed-tlab-slot)))))
+  (let ((point (ldb (byte 62 0)           ; a fixnum: user addresses are shorter
+                    (sb-sys:sap-int
+                     (if conses
+                         (sb-vm::current-thread-offset-sap sb-vm::thread-cons-tlab-slot)
+                         (sb-vm::current-thread-offset-sap sb-vm::thread-mixed-tlab-slot))))))
     ;; a closed region points below the heap
     (if (< point sb-vm:dynamic-space-start) 0 point))
   #-#.(binstore::allocation-points-known-p)
@@ -152,20 +153,52 @@ its next other small object; 0 when that is not known: the region is closed
   "The address just past SBCL's dynamic space, where runways stop."
   (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
 
-(defun extend-runway (point bytes start end allocated limit)
+(defun extend-runway (point bytes start end reach limit)
   "Map in the pages from POINT's (an ALLOCATION-POINT, not 0) through BYTES about
-to be allocated there and min(ALLOCATED, +RUNWAY-BYTES+) beyond, up to LIMIT
+to be allocated there and min(REACH, +RUNWAY-BYTES+) beyond, up to LIMIT
 at most, except those of the runway [START, END) mapped before, where POINT
-still lies in it.  Return the new runway's start and end; the old ones when
-the new part is too short to be worth the calls (it is asked for again
-later)."
-  (declare (type sb-ext:word point start end limit) (type index bytes allocated))
-  (let ((new-end (min limit (+ point bytes (min allocated +runway-bytes+))))
-        ;; from the start of the page holding the old end (left out as it
-        ;; was only partly in the runway), or the point's
-        (from (logandc2 (if (and (<= start point) (< point end)) end point)
-                        (1- +page-bytes+))))
-    (if (< (+ from +prefault-bytes+) new-end)
-        (progn (prefault from (- new-end from))
-               (values point new-end))
-        (values start end))))
+still lies in it; nothing when that is under +PREFAULT-BYTES+.  Return the
+new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
+BYTES at least, mapped or not, so that the next call comes that much later,
+and never ends before the old runway containing POINT."
+  (declare (type sb-ext:word point start end limit) (type index bytes reach))
+  (let* ((inside (and (<= start point) (< point end)))
+         (to (min limit (+ point bytes (min reach +runway-bytes+))))
+         ;; from the start of the page holding the old end (left out as it
+         ;; was only partly in the runway), or the point's
+         (from (logandc2 (if inside end point) (1- +page-bytes+))))
+    (when (< (+ from +prefault-bytes+) to)
+      (prefault from (- to from)))
+    (values point (max to
+                       (min limit (+ point bytes +prefault-bytes+))
+                       (if inside end 0)))))
+
+(defconstant +look-bytes+ (* 16 1024)
+  "Small objects allocated between two looks at the runways.")
+
+(defstruct (runway (:constructor make-runway ()))
+  "The pages mapped ahead of one allocation point: the range [START, END),
+and the POINT when last looked at (0 before the first look)."
+  (point 0 :type sb-ext:word)
+  (start 0 :type sb-ext:word)
+  (end 0 :type sb-ext:word))
+
+(defun look-at-runway (runway conses reach)
+  "Extend RUNWAY, the runway of the allocation point of conses (CONSES true)
+or of other objects (see EXTEND-RUNWAY, with REACH), when that point is
+less than two looks' allocation from its end; not when the point has not
+moved since the last look (nothing of that kind is being allocated), nor at
+the first look, which only notes it."
+  (declare (type runway runway) (type index reach))
+  (let ((point (allocation-point conses))
+        (last (runway-point runway))
+        (start (runway-start runway))
+        (end (runway-end runway)))
+    (unless (or (= point 0) (= point last))
+      (setf (runway-point runway) point)
+      (unless (or (= last 0)
+                  (and (<= start point) (< point end)
+                       (>= (- end point) (* 2 +look-bytes+))))
+        (setf (values (runway-start runway) (runway-end runway))
+              (extend-runway point (* 2 +look-bytes+) start end reach (heap-end)))))))
+
