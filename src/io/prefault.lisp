@@ -112,11 +112,13 @@ Inline: for the many small vectors the first test is all it costs."
 ;;; collection those pages are unmapped too (see above), so a restore that
 ;;; makes a thousand vectors of 10 KB takes its 2,500 faults one at a time:
 ;;; 6 ms where the copies alone take 1.  The restore therefore keeps a
-;;; runway mapped ahead of each region's allocation point, and asks for
-;;; more before it allocates past its end.  The first +PREFAULT-BYTES+ a
-;;; restore allocates get no runway, so a small restore pays nothing; then
-;;; the runway grows with what the restore has allocated, up to
-;;; +RUNWAY-BYTES+, which bounds what a restore can map and not use.
+;;; runway mapped ahead of each of the thread's two allocation points.  It
+;;; counts the bytes of the small objects it makes and, from the first
+;;; +PREFAULT-BYTES+ on (a small restore pays nothing), looks at both
+;;; points every +LOOK-BYTES+: a point that has moved and nears the end of
+;;; its runway gets the next stretch mapped, as long as what the restore
+;;; has allocated so far and at most +RUNWAY-BYTES+, which bounds what a
+;;; restore can map and not use (see RUNWAY-REACH for a closer bound).
 
 (defconstant +runway-bytes+ (* 512 1024)
   "The most a runway reaches beyond what the allocation about to be made needs.")
