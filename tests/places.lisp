@@ -739,8 +739,8 @@ it returns reaches that far.  The pages keep what they held."
 
 (test runways-follow-the-points-that-move
   "LOOK-AT-RUNWAY only notes the point at its first look, extends the runway
-from the point once the point has moved, and leaves alone the runway of a
-kind nothing was allocated of since the last look."
+from the point once the point has moved, as far as it has moved, and leaves
+alone the runway of a kind nothing was allocated of since the last look."
   (let ((vectors (binstore::make-runway))
         (conses (binstore::make-runway))
         (reach (* 512 1024))
@@ -748,7 +748,8 @@ kind nothing was allocated of since the last look."
     (binstore::look-at-runway vectors nil reach)
     (binstore::look-at-runway conses t reach)
     (let ((noted-start (binstore::runway-start vectors))
-          (noted-end (binstore::runway-end vectors)))
+          (noted-end (binstore::runway-end vectors))
+          (noted-point (binstore::runway-point vectors)))
       (dotimes (i 50)
         (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8))))
       (let ((point (binstore::allocation-point nil)))
@@ -756,7 +757,11 @@ kind nothing was allocated of since the last look."
         (binstore::look-at-runway conses t reach)
         (is (= 0 noted-start noted-end) "the first look only notes the point")
         (is (= point (binstore::runway-start vectors)))
-        (is (= (min (binstore::heap-end) (+ point (* 2 binstore::+look-bytes+) reach))
+        (is (= (- point noted-point) (binstore::runway-moved vectors)))
+        (is (= (min (binstore::heap-end)
+                    (+ point (* 2 binstore::+look-bytes+)
+                       ;; as far as the point moved (50 KB): past +PREFAULT-BYTES+
+                       (max (- point noted-point) binstore::+prefault-bytes+)))
                (binstore::runway-end vectors)))
         (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
         (is (every #'vectorp keep))))))

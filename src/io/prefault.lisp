@@ -180,17 +180,21 @@ and never ends before the old runway containing POINT."
 
 (defstruct (runway (:constructor make-runway ()))
   "The pages mapped ahead of one allocation point: the range [START, END),
-and the POINT when last looked at (0 before the first look)."
+the POINT when last looked at (0 before the first look), and how far it has
+MOVED forward since the first look."
   (point 0 :type sb-ext:word)
   (start 0 :type sb-ext:word)
-  (end 0 :type sb-ext:word))
+  (end 0 :type sb-ext:word)
+  (moved 0 :type index))
 
 (defun look-at-runway (runway conses reach)
   "Extend RUNWAY, the runway of the allocation point of conses (CONSES true)
-or of other objects (see EXTEND-RUNWAY, with REACH), when that point is
-less than two looks' allocation from its end; not when the point has not
-moved since the last look (nothing of that kind is being allocated), nor at
-the first look, which only notes it."
+or of other objects, when that point is less than two looks' allocation
+from its end (see EXTEND-RUNWAY): by REACH at most, and no more than the
+point has moved so far, which is what this kind has allocated (a restore of
+a few vectors in a list must not map a runway for conses).  Not when the
+point has not moved since the last look, nor at the first look, which only
+notes it."
   (declare (type runway runway) (type index reach))
   (let ((point (allocation-point conses))
         (last (runway-point runway))
@@ -198,9 +202,12 @@ the first look, which only notes it."
         (end (runway-end runway)))
     (unless (or (= point 0) (= point last))
       (setf (runway-point runway) point)
-      (unless (or (= last 0)
-                  (and (<= start point) (< point end)
-                       (>= (- end point) (* 2 +look-bytes+))))
-        (setf (values (runway-start runway) (runway-end runway))
-              (extend-runway point (* 2 +look-bytes+) start end reach (heap-end)))))))
-
+      (unless (= last 0)
+        (when (> point last)
+          (setf (runway-moved runway)
+                (min most-positive-fixnum (+ (runway-moved runway) (- point last)))))
+        (unless (and (<= start point) (< point end)
+                     (>= (- end point) (* 2 +look-bytes+)))
+          (setf (values (runway-start runway) (runway-end runway))
+                (extend-runway point (* 2 +look-bytes+) start end
+                               (min reach (runway-moved runway)) (heap-end))))))))
