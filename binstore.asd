@@ -23,6 +23,7 @@
     :depends-on ("base")
     :components ((:file "copy")
                  (:file "prefault")
+                 (:file "runway" :depends-on ("prefault"))
                  (:file "utf8")
                  (:file "output" :depends-on ("copy"))
                  (:file "input" :depends-on ("copy" "prefault"))))

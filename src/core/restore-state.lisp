@@ -207,16 +207,15 @@ one READ-VARINT accepts)."
 
 (defun runway-reach (rs)
   "How far the next runway may reach past the allocation about to be made:
-what the restore has allocated in small objects so far, and when the whole
-input is in the window, no more than the rest of it promises at the rate
-so far (so a restore about to end maps little it will not use)."
++RUNWAY-BYTES+, and when the whole input is in the window no further than
+the rest of it promises at the rate of small objects so far (so a restore
+about to end maps little it will not use)."
   (declare (type restore-state rs))
-  (let ((ib (rs-ibuf rs))
-        (allocated (min (rs-allocated rs) +runway-bytes+)))
+  (let ((ib (rs-ibuf rs)))
     (if (ibuf-refill-fn ib)
-        allocated
-        (min allocated
-             (ceiling (* allocated (available ib)) (max 1 (ibuf-offset ib)))))))
+        +runway-bytes+
+        (min +runway-bytes+
+             (ceiling (* (rs-allocated rs) (available ib)) (max 1 (ibuf-offset ib)))))))
 
 (defun look-at-runways (rs)
   "KEEP-RUNWAYS' look, every +LOOK-BYTES+ of small objects from the first

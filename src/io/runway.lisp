@@ -1,0 +1,110 @@
+;;;; The heap's runway: pages mapped ahead of SBCL's allocation points.
+;;;;
+;;;; Small objects do not get pages of their own: SBCL hands each thread a
+;;;; region of a free page or more, one for conses and one for the rest, and
+;;;; the next region opens on the free pages just above.  After a full
+;;;; collection those pages are unmapped (see prefault.lisp), so a restore
+;;;; that makes a thousand vectors of 10 KB takes its 2,500 faults one at a
+;;;; time: 6 ms where the copies alone take 1.  The restore therefore keeps
+;;;; a runway mapped ahead of each of the thread's two allocation points,
+;;;; by PREFAULT.  It counts the bytes of the small objects it makes and,
+;;;; from the first +PREFAULT-BYTES+ on (a small restore pays nothing),
+;;;; looks at both points every +LOOK-BYTES+: a point that has moved and
+;;;; nears the end of its runway gets the next stretch mapped, as long as
+;;;; the point has moved so far and at most +RUNWAY-BYTES+, which bounds
+;;;; what a restore can map and not use (the restore bounds it closer when
+;;;; the input is in memory: RUNWAY-REACH).
+
+(in-package #:binstore)
+
+(defconstant +runway-bytes+ (* 512 1024)
+  "The most a runway reaches beyond what the allocation about to be made needs.")
+
+;;; The allocation points live in the thread structure, in slots SBCL's
+;;; own allocation sequence reads; without them (another SBCL) there is no
+;;; runway.
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun allocation-points-known-p ()
+    "Whether this SBCL has the thread slots ALLOCATION-POINT reads."
+    (if (and (find-symbol "THREAD-CONS-TLAB-SLOT" "SB-VM")
+             (find-symbol "THREAD-MIXED-TLAB-SLOT" "SB-VM")
+             (find-symbol "CURRENT-THREAD-OFFSET-SAP" "SB-VM"))
+        '(:and)
+        '(:or))))
+
+(declaim (inline allocation-point))
+(defun allocation-point (conses)
+  "The address at which this thread allocates its next cons (CONSES true) or
+its next other small object; 0 when that is not known: the region is closed
+(just after a collection) or this SBCL does not tell."
+  #+#.(binstore::allocation-points-known-p)
+  (let ((point (ldb (byte 62 0)           ; a fixnum: user addresses are shorter
+                    (sb-sys:sap-int
+                     (if conses
+                         (sb-vm::current-thread-offset-sap sb-vm::thread-cons-tlab-slot)
+                         (sb-vm::current-thread-offset-sap sb-vm::thread-mixed-tlab-slot))))))
+    ;; a closed region points below the heap
+    (if (< point sb-vm:dynamic-space-start) 0 point))
+  #-#.(binstore::allocation-points-known-p)
+  (progn conses 0))
+
+(defun heap-end ()
+  "The address just past SBCL's dynamic space, where runways stop."
+  (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
+
+(defun extend-runway (point bytes start end reach limit)
+  "Map in the pages from POINT's (an ALLOCATION-POINT, not 0) through BYTES about
+to be allocated there and min(REACH, +RUNWAY-BYTES+) beyond, up to LIMIT
+at most, except those of the runway [START, END) mapped before, where POINT
+still lies in it; nothing when that is under +PREFAULT-BYTES+.  Return the
+new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
+BYTES at least, mapped or not, so that the next call comes that much later,
+and never ends before the old runway containing POINT."
+  (declare (type sb-ext:word point start end limit) (type index bytes reach))
+  (let* ((inside (and (<= start point) (< point end)))
+         (to (min limit (+ point bytes (min reach +runway-bytes+))))
+         ;; from the start of the page holding the old end (left out as it
+         ;; was only partly in the runway), or the point's
+         (from (logandc2 (if inside end point) (1- +page-bytes+))))
+    (when (< (+ from +prefault-bytes+) to)
+      (prefault from (- to from)))
+    (values point (max to
+                       (min limit (+ point bytes +prefault-bytes+))
+                       (if inside end 0)))))
+
+(defconstant +look-bytes+ (* 16 1024)
+  "Small objects allocated between two looks at the runways.")
+
+(defstruct (runway (:constructor make-runway ()))
+  "The pages mapped ahead of one allocation point: the range [START, END),
+the POINT when last looked at (0 before the first look), and how far it has
+MOVED forward since the first look."
+  (point 0 :type sb-ext:word)
+  (start 0 :type sb-ext:word)
+  (end 0 :type sb-ext:word)
+  (moved 0 :type index))
+
+(defun look-at-runway (runway conses reach)
+  "Extend RUNWAY, the runway of the allocation point of conses (CONSES true)
+or of other objects, when that point is less than two looks' allocation
+from its end (see EXTEND-RUNWAY): by REACH at most, and no more than the
+point has moved so far, which is what this kind has allocated (a restore of
+a few vectors in a list must not map a runway for conses).  Not when the
+point has not moved since the last look, nor at the first look, which only
+notes it."
+  (declare (type runway runway) (type index reach))
+  (let ((point (allocation-point conses))
+        (last (runway-point runway))
+        (start (runway-start runway))
+        (end (runway-end runway)))
+    (unless (or (= point 0) (= point last))
+      (setf (runway-point runway) point)
+      (unless (= last 0)
+        (when (> point last)
+          (setf (runway-moved runway)
+                (min most-positive-fixnum (+ (runway-moved runway) (- point last)))))
+        (unless (and (<= start point) (< point end)
+                     (>= (- end point) (* 2 +look-bytes+)))
+          (setf (values (runway-start runway) (runway-end runway))
+                (extend-runway point (* 2 +look-bytes+) start end
+                               (min reach (runway-moved runway)) (heap-end))))))))
