@@ -53,8 +53,9 @@ its next other small object; 0 when that is not known: the region is closed
   (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
 
 (defun extend-runway (point bytes start end reach limit)
-  "Map in the pages from POINT's (an ALLOCATION-POINT, not 0) through BYTES about
-to be allocated there and min(REACH, +RUNWAY-BYTES+) beyond, up to LIMIT
+  "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
+through BYTES about to be allocated there and min(REACH, +RUNWAY-BYTES+)
+beyond, up to LIMIT
 at most, except those of the runway [START, END) mapped before, where POINT
 still lies in it; nothing when that is under +PREFAULT-BYTES+.  Return the
 new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
