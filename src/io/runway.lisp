@@ -55,9 +55,9 @@ its next other small object; 0 when that is not known: the region is closed
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
 through BYTES about to be allocated there and min(REACH, +RUNWAY-BYTES+)
-beyond, up to LIMIT
-at most, except those of the runway [START, END) mapped before, where POINT
-still lies in it; nothing when that is under +PREFAULT-BYTES+.  Return the
+beyond, up to LIMIT at most, except those of the runway [START, END) mapped
+before, where POINT still lies in it; nothing when that is under
++PREFAULT-BYTES+.  Return the
 new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
 BYTES at least, mapped or not, so that the next call comes that much later,
 and never ends before the old runway containing POINT."
