@@ -790,6 +790,31 @@ in slices (+BOX-SLICE-BYTES+), so some boxes straddle a slice's end."
         (sb-ext:gc :full t)
         (is (equalp data (binstore:restore (make-instance 'octet-input-stream :octets bytes))) "from a stream, ~s" mode)))))
 
+(test runways-in-threads-while-collections-run
+  "Two threads restore data of small objects at once (each has allocation
+points of its own) while a third collects fully every few milliseconds,
+moving the points under the runways: every copy equals the data."
+  (let* ((data (list (loop for i below 200
+                           collect (make-array 3000 :element-type '(unsigned-byte 8)
+                                                    :initial-element (mod i 256)))
+                     (loop for i below 20000 collect (* i 0.5d0))
+                     (loop for i below 5000 collect (format nil "~r" i))))
+         (bytes (binstore:store nil data))
+         (done nil)
+         (collector (sb-thread:make-thread
+                     (lambda () (loop until done do (sb-ext:gc :full t) (sleep 0.003)))))
+         (results '()))
+    (unwind-protect
+         (let ((workers (loop repeat 2
+                              collect (sb-thread:make-thread
+                                       (lambda ()
+                                         (loop repeat 5
+                                               always (equalp data (binstore:restore bytes))))))))
+           (setf results (mapcar #'sb-thread:join-thread workers)))
+      (setf done t)
+      (sb-thread:join-thread collector))
+    (is (equal '(t t) results))))
+
 (test copies-at-every-distance
   "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken
 when the destination lies 1 to 31 bytes past the source modulo 4096): sizes
