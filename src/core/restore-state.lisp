@@ -511,6 +511,15 @@ bad ones).  The characters are checked as they are decoded, in one pass."
 at the runways (KEEP-RUNWAYS): a box takes at most twice the bytes it is read
 from.")
 
+(declaim (inline next-box-slice))
+(defun next-box-slice (rs q end)
+  "The end of the next slice of the window, from Q (below END), that a loop
+over boxed floats reads; its boxes are counted for the runways first."
+  (declare (type restore-state rs) (type index q end))
+  (let ((stop (min end (+ q +box-slice-bytes+))))
+    (keep-runways rs (* 2 (- stop q)))
+    stop))
+
 (declaim (inline window-boxed-float))
 (defun window-boxed-float (rs sap p end)
   "If SAP+P (P below END) holds a double-float, or a complex of two, whole in
@@ -943,8 +952,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
              (declare (type index q))
              (loop named boxes
                    while (and (consp d) (< q end))
-                   do (let ((stop (min end (+ q +box-slice-bytes+))))
-                        (keep-runways rs (* 2 (- stop q)))
+                   do (let ((stop (next-box-slice rs q end)))
                         (loop while (and (consp d) (< q stop))
                               do (multiple-value-bind (x size)
                                      (window-boxed-float rs sap q end)
@@ -1079,8 +1087,7 @@ T array's, into its storage vector); return V."
              (declare (type index q j))
              (loop named boxes
                    while (and (< j n) (< q end))
-                   do (let ((stop (min end (+ q +box-slice-bytes+))))
-                        (keep-runways rs (* 2 (- stop q)))
+                   do (let ((stop (next-box-slice rs q end)))
                         (loop while (and (< j n) (< q stop))
                               do (multiple-value-bind (x size)
                                      (window-boxed-float rs sap q end)

@@ -104,8 +104,8 @@ notes it."
         (when (> point last)
           (setf (runway-moved runway)
                 (min most-positive-fixnum (+ (runway-moved runway) (- point last)))))
-        (unless (and (<= start point) (< point end)
-                     (>= (- end point) (* 2 +look-bytes+)))
-          (setf (values (runway-start runway) (runway-end runway))
-                (extend-runway point (* 2 +look-bytes+) start end
-                               (min reach (runway-moved runway)) (heap-end))))))))
+        (let ((need (* 2 +look-bytes+)))  ; until the look after next
+          (unless (and (<= start point) (< point end) (>= (- end point) need))
+            (setf (values (runway-start runway) (runway-end runway))
+                  (extend-runway point need start end
+                                 (min reach (runway-moved runway)) (heap-end)))))))))
