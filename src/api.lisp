@@ -6,26 +6,24 @@
 
 ;;; Encoding to any output buffer -------------------------------------------
 
-(defun encode-options (options)
-  "The keyword arguments of STORE or STORE-TO-SAP that ENCODE takes."
-  (loop for (key value) on options by #'cddr
-        unless (eq key :max-to-write) append (list key value)))
-
 (defun encode (ob data &key (track-references *track-references*)
                             (support-shared-list-structures *support-shared-list-structures*)
                             as-separate-objects
                             (output-magic-number *output-magic-number*)
                             (output-end-marker *output-end-marker*)
                             (max-depth *max-depth*)
-                            (store-class-slots *store-class-slots*))
+                            (store-class-slots *store-class-slots*)
+                            max-to-write)
   "Write DATA (or, with AS-SEPARATE-OBJECTS, each element of the list DATA)
-to OB."
-  (let* ((objects (if as-separate-objects data (list data)))
-         (ss (make-store-state ob :track track-references
-                                  :lists support-shared-list-structures
-                                  :max-depth max-depth
-                                  :store-class-slots store-class-slots
-                                  :root data)))
+to OB.  Takes every keyword argument of STORE, to be applied to them as
+they are; MAX-TO-WRITE is OB's business."
+  (declare (ignore max-to-write))
+  (let ((ss (make-store-state ob :track track-references
+                                 :lists support-shared-list-structures
+                                 :max-depth max-depth
+                                 :store-class-slots store-class-slots
+                                 :root data)))
+    (declare (dynamic-extent ss))       ; see store-state.lisp
     (when output-magic-number
       (write-u8 ob +tag-header+)
       (loop for octet across +header-octets+ do (write-u8 ob octet))
@@ -39,8 +37,10 @@ to OB."
       (unless (= flags +track-objects+)
         (write-u8 ob +tag-tracking+)
         (write-u8 ob flags)))
-    (dolist (object objects)
-      (write-top-level-object ss object))
+    (if as-separate-objects
+        (dolist (object data)
+          (write-top-level-object ss object))
+        (write-top-level-object ss data))
     (when output-end-marker
       (write-u8 ob +tag-end+))
     (finish-store-state ss)
@@ -52,6 +52,7 @@ to OB."
   (and (typep x '(vector (unsigned-byte 8)))
        (array-has-fill-pointer-p x)))
 
+(declaim (inline make-vector-sink))    ; kept on the stack by STORE-INTO-VECTOR
 (defstruct (vector-sink (:constructor make-vector-sink (vector)))
   vector
   (direct nil))   ; bytes written in place before spilling to a region, once spilled
@@ -72,19 +73,18 @@ the end."
 (defun store-into-vector (vector limit encode-fn)
   "Append to VECTOR, an octet vector with a fill pointer, writing in place."
   (let* ((start (fill-pointer vector))
+         (capacity (- (array-total-size vector) start))
          (sink (make-vector-sink vector))
-         (ob nil))
+         ;; its window's base is set once the vector is pinned
+         (ob (%make-obuf :capacity capacity :end (first-window-end capacity limit)
+                         :limit limit :room-fn #'vector-room :sink sink :holdable t)))
+    (declare (dynamic-extent sink ob))  ; see store-state.lisp
     (unwind-protect
          (progn
            (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
              (declare (ignore data-end))
              (sb-sys:with-pinned-objects (data)
-               (setf ob (%make-obuf :base (+ (sb-sys:sap-int (sb-sys:vector-sap data))
-                                             data-start start)
-                                    :capacity (- (array-total-size vector) start)
-                                    :limit limit :room-fn #'vector-room :sink sink
-                                    :holdable t))
-               (clip-window ob)
+               (setf (obuf-base ob) (+ (sb-sys:sap-int (sb-sys:vector-sap data)) data-start start))
                (funcall encode-fn ob)))
            (let ((total (obuf-total ob))
                  (direct (vector-sink-direct sink)))
@@ -99,7 +99,7 @@ the end."
                                 (obuf-pos ob)))))
              (setf (fill-pointer vector) (+ start total))
              vector))
-      (when (and ob (region-p (obuf-sink ob)))
+      (when (region-p (obuf-sink ob))
         (give-back-region (obuf-sink ob))))))
 
 (defun file-mode-for (target)
@@ -166,11 +166,18 @@ TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES, OUTPUT-MAGIC-NUMBER,
 OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots))
+  (declare (dynamic-extent options))
+  ;; The closures are only called, never kept: on the stack, they cost the
+  ;; heap nothing (see store-state.lisp).
   (flet ((encode-to (ob)
-           (apply #'encode ob data (encode-options options))))
+           (apply #'encode ob data options)))
+    (declare (dynamic-extent #'encode-to))
     (cond ((null place)
-           (call-with-region-obuf max-to-write
-                                  (lambda (ob) (encode-to ob) (region-to-vector ob))))
+           (flet ((encode-to-vector (ob)
+                    (encode-to ob)
+                    (region-to-vector ob)))
+             (declare (dynamic-extent #'encode-to-vector))
+             (call-with-region-obuf max-to-write #'encode-to-vector)))
           ((octet-vector-with-fill-pointer-p place)
            (store-into-vector place max-to-write #'encode-to))
           ((or (stringp place) (pathnamep place))
@@ -199,19 +206,30 @@ restart USE-LARGER-SPACE (new-sap new-size), which copies what was written
 to the new region and carries on there.  Keywords as for STORE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots))
+  (declare (dynamic-extent options))
   (let ((ob (make-fixed-obuf (sb-sys:sap-int sap) size max-to-write :kind :sap)))
-    (apply #'encode ob data (encode-options options))
+    (declare (dynamic-extent ob))       ; see store-state.lisp
+    (apply #'encode ob data options)
     (obuf-total ob)))
 
 ;;; Restore -------------------------------------------------------------------
 
 (defun decode (ib max-to-read max-depth intern-symbols)
-  (let* ((rs (make-restore-state ib :max-depth max-depth
-                                    :intern-symbols intern-symbols
-                                    :max-alloc max-to-read))
-         (objects (read-top-level rs)))
-    (finish-restore-state rs)
-    (values-list objects)))
+  (let ((rs (make-restore-state ib :max-depth max-depth
+                                   :intern-symbols intern-symbols
+                                   :max-alloc max-to-read)))
+    (declare (dynamic-extent rs))       ; see restore-state.lisp
+    (multiple-value-bind (first others) (read-top-level rs)
+      (finish-restore-state rs)
+      (if others
+          (values-list (cons first others))
+          first))))
+
+(defun restore-from-memory (address size max-to-read max-depth intern-symbols)
+  "DECODE the SIZE bytes at ADDRESS (pinned by the caller)."
+  (let ((ib (make-fixed-ibuf address size max-to-read)))
+    (declare (dynamic-extent ib))       ; see restore-state.lisp
+    (decode ib max-to-read max-depth intern-symbols)))
 
 (defun restore-from-stream (stream max-to-read max-depth intern-symbols)
   (call-with-stream-ibuf
@@ -247,15 +265,13 @@ marker.  The keywords override *MAX-TO-READ*, *MAX-DEPTH* and
 LIMIT-EXCEEDED."
   (cond ((typep place '(simple-array (unsigned-byte 8) (*)))
          (sb-sys:with-pinned-objects (place)
-           (decode (make-fixed-ibuf (sb-sys:sap-int (sb-sys:vector-sap place))
-                                    (length place) max-to-read)
-                   max-to-read max-depth intern-symbols)))
+           (restore-from-memory (sb-sys:sap-int (sb-sys:vector-sap place)) (length place)
+                                max-to-read max-depth intern-symbols)))
         ((typep place '(vector (unsigned-byte 8)))
          (sb-kernel:with-array-data ((data place) (start 0) (end (length place)))
            (sb-sys:with-pinned-objects (data)
-             (decode (make-fixed-ibuf (+ (sb-sys:sap-int (sb-sys:vector-sap data)) start)
-                                      (- end start) max-to-read)
-                     max-to-read max-depth intern-symbols))))
+             (restore-from-memory (+ (sb-sys:sap-int (sb-sys:vector-sap data)) start)
+                                  (- end start) max-to-read max-depth intern-symbols))))
         ((or (stringp place) (pathnamep place))
          (restore-from-file place max-to-read max-depth intern-symbols))
         ((and (streamp place) (input-stream-p place))
@@ -268,5 +284,4 @@ LIMIT-EXCEEDED."
                                        (intern-symbols *intern-symbols*))
   "Restore the object(s) stored in the SIZE bytes of raw memory at SAP (for
 example an mmap'ed file).  Keywords and values as for RESTORE."
-  (decode (make-fixed-ibuf (sb-sys:sap-int sap) size max-to-read)
-          max-to-read max-depth intern-symbols))
+  (restore-from-memory (sb-sys:sap-int sap) size max-to-read max-depth intern-symbols))

@@ -134,9 +134,13 @@ names it by its rank among the LATER containers."
                :expected (format nil "a version from 1 to ~d" +format-version+))))))
 
 (defun read-top-level (rs)
-  "Read every top-level object in the input; return them as a list."
+  "Read every top-level object in the input; return the first and a list of
+the others (no list to make for the usual one)."
   (let ((ib (rs-ibuf rs))
-        (objects '()))
+        (count 0)
+        (first nil)
+        (others '()))
+    (declare (type index count))
     (when (at-end-p ib)
       (error 'truncated-input :offset 0 :message "the input is empty"
                               :expected "an object"))
@@ -155,7 +159,11 @@ names it by its rank among the LATER containers."
       (when (= (peek-u8 ib) +tag-end+)
         (read-u8 ib)
         (return))
-      (push (read-object rs) objects)
+      (let ((object (read-object rs)))
+        (if (zerop count)
+            (setf first object)
+            (push object others))
+        (incf count))
       (loop until (or (at-end-p ib) (/= (peek-u8 ib) +tag-fill+))
             do (read-u8 ib)
                (read-fill rs))
@@ -164,6 +172,6 @@ names it by its rank among the LATER containers."
       (restore-invalid rs (format nil "~d container~:p announced by LATER never filled"
                                   (hash-table-count (rs-pending rs)))
                        "a FILL record for each"))
-    (when (null objects)
+    (when (zerop count)
       (restore-invalid rs "no object before the end marker" "an object"))
-    (nreverse objects)))
+    (values first (nreverse others))))

@@ -482,7 +482,7 @@ at their current addresses, the hash table's and the seen bits alike."
   "An empty table: the spare one of SCRATCH-KIND kept from an earlier store
 if there is one, else a small new one.  A table of RUNS is filled with
 IDENTITY-TABLE-START-RUN and IDENTITY-TABLE-CLAIM (and only so)."
-  (let ((table (or (take-scratch scratch-kind (constantly t))
+  (let ((table (or (take-scratch scratch-kind)
                    (let ((table (%make-identity-table
                                  :scratch-kind scratch-kind
                                  :lengths (and runs (make-array 64 :element-type 'fixnum)))))
@@ -788,5 +788,8 @@ objects it held can be collected and its memory serves again."
         (fill (it-slots table) 0)))
   (setf (it-count table) 0 (it-entries table) 0 (it-hashed-count table) 0
         (it-hashed table) nil)
-  (offer-scratch (it-scratch-kind table) table (table-bytes table))
+  (offer-scratch (it-scratch-kind table) table)
   nil)
+
+(define-scratch-kind +scratch-table+ #'table-bytes)
+(define-scratch-kind +scratch-cons-table+ #'table-bytes)

@@ -59,14 +59,16 @@
 (defun take-region (size)
   "A region of at least SIZE bytes: the kept one (grown if it is smaller),
 else a fresh one."
-  (let ((kept (take-scratch +scratch-output+ (constantly t))))
+  (let ((kept (take-scratch +scratch-output+)))
     (cond ((null kept) (map-region size))
           ((< (region-size kept) size) (grow-region kept size) kept)
           (t kept))))
 
 (defun give-back-region (region)
   "Keep REGION for the next store, or unmap it."
-  (offer-scratch +scratch-output+ region (region-size region) #'unmap-region))
+  (offer-scratch +scratch-output+ region))
+
+(define-scratch-kind +scratch-output+ #'region-size #'unmap-region)
 
 (defun region-room (ob n)
   "The region is full: at least double it."
@@ -88,8 +90,9 @@ number of bytes the old window keeps."
   "Call FN with an OBUF writing into a region, given back however FN exits."
   (let* ((region (take-region +region-granule+))
          (ob (%make-obuf :base (region-address region) :capacity (region-size region)
+                         :end (first-window-end (region-size region) limit)
                          :limit limit :room-fn #'region-room :sink region :holdable t)))
-    (clip-window ob)
+    (declare (dynamic-extent ob))       ; FN is given it for its extent only
     (unwind-protect (funcall fn ob)
       (give-back-region (obuf-sink ob)))))
 

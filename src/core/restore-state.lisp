@@ -17,9 +17,16 @@
 (defstruct (pending-fill (:constructor make-pending-fill (kind object info depth)))
   kind object info depth)
 
+;;; The state lives on the stack of the call to DECODE, as a store's does
+;;; (see store-state.lisp): a restore of a small object allocated 300
+;;; bytes, most of them this state and its IBUF, fresh memory the processor
+;;; had to fetch and zero.  Every vector it holds comes from the heap, made
+;;; by a called function (a slot's constructor argument, or its initform,
+;;; could be made on the stack with it).
+(declaim (inline %make-restore-state make-restore-state))
 (defstruct (restore-state (:conc-name rs-) (:constructor %make-restore-state))
   (ibuf nil :type ibuf)
-  (refs (make-array 256) :type simple-vector)
+  (refs **no-objects** :type simple-vector)
   (next-id 0 :type index)
   (cons-refs **no-objects** :type simple-vector) ; cons id -> cons
   (run-lengths **no-lengths** ; first cons id of a run -> its length, 0 for 1
@@ -48,13 +55,20 @@
   "Lowest control stack address the decoder may recurse down to."
   (+ (sb-kernel:get-lisp-obj-address sb-vm:*control-stack-start*) +stack-margin+))
 
+(declaim (notinline initial-refs))
+(defun initial-refs (ibuf)
+  "A vector of objects by id for a restore from IBUF: the kept one, else
+one sized from the input.  Not inline: the vector must not be made on the
+stack with the state (see above)."
+  (or (take-scratch +scratch-refs+)
+      ;; each id costs at least a byte of input: start from a share of it,
+      ;; growing past that
+      (make-array (max 256 (min (ash (available ibuf) -5) (* 1024 1024))))))
+
 (defun make-restore-state (ibuf &key max-depth intern-symbols max-alloc)
+  "A state for a restore reading IBUF."
   (%make-restore-state :ibuf ibuf :max-depth max-depth
-                       :refs (or (take-scratch +scratch-refs+ (constantly t))
-                                 ;; each id costs at least a byte of input:
-                                 ;; start from a share of it, growing past that
-                                 (make-array (max 256 (min (ash (available ibuf) -5)
-                                                           (* 1024 1024)))))
+                       :refs (initial-refs ibuf)
                        :stack-floor (current-stack-floor)
                        :alloc-left (and max-alloc (min max-alloc (- most-positive-fixnum 16)))
                        :intern-symbols intern-symbols))
@@ -89,14 +103,17 @@ not keep the restored data alive) and keep them for the next restore."
            (<= 2048 (* 8 (length vector)) *scratch-limit*)))
     (when (keep-p (rs-refs rs))
       (fill (rs-refs rs) 0 :end (rs-next-id rs))
-      (offer-scratch +scratch-refs+ (rs-refs rs) (* 8 (length (rs-refs rs)))))
+      (offer-scratch +scratch-refs+ (rs-refs rs)))
     (when (keep-p (rs-cons-refs rs))
       (clear-cons-refs rs)
-      (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))
-                     (* 16 (length (rs-cons-refs rs)))))
+      (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))))
     (setf (rs-refs rs) **no-objects** (rs-cons-refs rs) **no-objects**
           (rs-run-lengths rs) **no-lengths**
           (rs-next-id rs) 0 (rs-next-cons-id rs) 0)))
+
+(define-scratch-kind +scratch-refs+ (lambda (refs) (* sb-vm:n-word-bytes (length refs))))
+(define-scratch-kind +scratch-cons-refs+
+  (lambda (pair) (* 2 sb-vm:n-word-bytes (length (car pair)))))
 
 (defun restore-invalid (rs message &optional expected)
   (invalid (rs-ibuf rs) message expected))
@@ -133,7 +150,7 @@ costs at least a byte of it), then doubling."
   (let ((old (rs-cons-refs rs)))
     (destructuring-bind (refs . lengths)
         (if (zerop (length old))
-            (or (take-scratch +scratch-cons-refs+ (constantly t))
+            (or (take-scratch +scratch-cons-refs+)
                 (let ((n (max 256 (min (available (rs-ibuf rs)) (* 4 1024 1024)))))
                   (cons (make-array n) (make-array n :element-type 'fixnum))))
             (cons (make-array (* 2 (length old)))

@@ -21,45 +21,58 @@ and its output region, the restore's vectors of objects and of conses by
 id).  Reuse spares a large store or restore the page faults of fresh
 memory.  0 keeps nothing.  See RELEASE-SCRATCH.")
 
-(sb-ext:defglobal **scratch** (make-array 5 :initial-element nil)
-  "The spare buffer of each kind, as a SPARE, or NIL.")
+;;; A kind's buffer is kept as it is, not in a wrapper: a wrapper would be
+;;; made at every call that gives a buffer back, and a small store or
+;;; restore otherwise allocates nothing but its result.
 
-(defconstant +scratch-table+ 0 "Kind: the (keys . ids) vectors of a store's table of objects.")
-(defconstant +scratch-cons-table+ 3 "Kind: the (keys . ids) vectors of a store's table of conses.")
+(sb-ext:defglobal **scratch** (make-array 5 :initial-element nil)
+  "The spare buffer of each kind, or NIL.")
+
+(defconstant +scratch-table+ 0 "Kind: a store's table of objects (an identity table).")
+(defconstant +scratch-cons-table+ 3 "Kind: a store's table of conses (an identity table).")
 (defconstant +scratch-refs+ 1 "Kind: a restore's vector of objects by id.")
-(defconstant +scratch-cons-refs+ 2 "Kind: a restore's vector of conses by id.")
+(defconstant +scratch-cons-refs+ 2 "Kind: a restore's (conses by id . run lengths) vectors.")
 (defconstant +scratch-output+ 4 "Kind: a store's output region (foreign memory).")
 
-(defstruct (spare (:constructor make-spare (bytes buffer dispose)))
-  (bytes 0 :type unsigned-byte)
-  buffer
-  ;; called with BUFFER when it is dropped: foreign memory must be freed
-  (dispose nil :type (or null function)))
+(sb-ext:defglobal **scratch-kinds** (make-array 5 :initial-element nil)
+  "For each kind, (BYTES . DISPOSE): the functions that measure one of its
+buffers and free it when it is dropped (NIL: the collector frees it).  Set
+once, where the buffers of the kind are defined (DEFINE-SCRATCH-KIND).")
 
-(defun drop-spare (spare)
-  (when (and spare (spare-dispose spare))
-    (funcall (spare-dispose spare) (spare-buffer spare))))
+(defun define-scratch-kind (kind bytes &optional dispose)
+  "Say how a buffer of KIND is measured (BYTES, called with the buffer,
+returns its size in bytes) and, for foreign memory, freed (DISPOSE)."
+  (setf (svref **scratch-kinds** kind) (cons bytes dispose)))
 
-(defun take-scratch (kind acceptable-p)
-  "Take the spare buffer of KIND if there is one and ACCEPTABLE-P (called
-with it) is true of it; otherwise NIL.  A spare buffer is always cleared."
+(defun scratch-bytes (kind buffer)
+  (funcall (the function (car (svref **scratch-kinds** kind))) buffer))
+
+(defun drop-scratch (kind buffer)
+  (let ((dispose (cdr (svref **scratch-kinds** kind))))
+    (when dispose
+      (funcall (the function dispose) buffer))))
+
+(defun take-scratch (kind)
+  "Take the spare buffer of KIND if there is one, else NIL.  A spare buffer
+is always cleared, and the caller owns it alone."
   (let ((spare (svref **scratch** kind)))
-    (when (and spare
-               (funcall acceptable-p (spare-buffer spare))
-               (eq spare (sb-ext:compare-and-swap (svref **scratch** kind) spare nil)))
-      (spare-buffer spare))))
+    (and spare
+         (eq spare (sb-ext:compare-and-swap (svref **scratch** kind) spare nil))
+         spare)))
 
-(defun offer-scratch (kind buffer bytes &optional dispose)
-  "Keep BUFFER, already cleared and BYTES large, as the spare of KIND, unless
-it is over *SCRATCH-LIMIT* or a spare at least as large is kept already.
-DISPOSE, if given, is called with a buffer that is not kept, or no longer."
-  (let ((new (make-spare bytes buffer dispose))
-        (old (svref **scratch** kind)))
+(defun offer-scratch (kind buffer)
+  "Keep BUFFER, already cleared, as the spare of KIND, unless it is over
+*SCRATCH-LIMIT* or a spare at least as large is kept already (with
+several threads both may be given back); drop the one not kept."
+  ;; OLD may be taken by another thread while it is measured here: that
+  ;; only reads its size, and the compare-and-swap then fails.
+  (let ((old (svref **scratch** kind))
+        (bytes (scratch-bytes kind buffer)))
     (if (and (<= bytes *scratch-limit*)
-             (or (null old) (< (spare-bytes old) bytes))
-             (eq old (sb-ext:compare-and-swap (svref **scratch** kind) old new)))
-        (drop-spare old)
-        (drop-spare new)))
+             (or (null old) (< (scratch-bytes kind old) bytes))
+             (eq old (sb-ext:compare-and-swap (svref **scratch** kind) old buffer)))
+        (when old (drop-scratch kind old))
+        (drop-scratch kind buffer)))
   nil)
 
 (defun release-scratch ()
@@ -69,4 +82,5 @@ memory is freed at once).  Returns the number of bytes released."
   (loop for kind below (length **scratch**)
         for spare = (svref **scratch** kind)
         when (and spare (eq spare (sb-ext:compare-and-swap (svref **scratch** kind) spare nil)))
-          sum (progn (drop-spare spare) (spare-bytes spare))))
+          sum (prog1 (scratch-bytes kind spare)
+                (drop-scratch kind spare))))

@@ -11,6 +11,9 @@
 
 (in-package #:binstore)
 
+;;; Inline, so that the callers that make an IBUF for the length of one call
+;;; keep it on their stack (DYNAMIC-EXTENT): see store-state.lisp.
+(declaim (inline %make-ibuf))
 (defstruct (ibuf (:constructor %make-ibuf))
   (base 0 :type sb-ext:word)          ; address of the window
   (pos 0 :type index)                 ; next byte to read, relative to BASE
@@ -214,8 +217,10 @@ inline in fixnum arithmetic."
 ;;; ------------------------------------------------------------------
 ;;; Source: a fixed region of memory.
 
+(declaim (inline make-fixed-ibuf))
 (defun make-fixed-ibuf (address size limit)
-  "An IBUF over SIZE bytes at ADDRESS (pinned by the caller)."
+  "An IBUF over SIZE bytes at ADDRESS (pinned by the caller).  Inline: its
+caller may keep it on the stack."
   (let ((cut (and limit (> size limit))))
     (%make-ibuf :base address :end (if cut limit size)
                 :limit limit :cut-by-limit cut)))

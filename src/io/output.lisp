@@ -12,6 +12,9 @@
 
 (in-package #:binstore)
 
+;;; Inline, so that the callers that make an OBUF for the length of one call
+;;; keep it on their stack (DYNAMIC-EXTENT): see store-state.lisp.
+(declaim (inline %make-obuf))
 (defstruct (obuf (:constructor %make-obuf))
   (base 0 :type sb-ext:word)          ; address of the current window
   (pos 0 :type index)                 ; next byte to write, relative to BASE
@@ -33,6 +36,12 @@
 (defun obuf-total (ob)
   "Bytes written so far through OB."
   (+ (obuf-flushed ob) (obuf-pos ob)))
+
+(declaim (inline first-window-end))
+(defun first-window-end (capacity limit)
+  "END of a first window of CAPACITY bytes, nothing written: what
+CLIP-WINDOW sets, for a constructor."
+  (if limit (min capacity limit) capacity))
 
 (defun clip-window (ob)
   "Set END from CAPACITY so that the window never crosses the limit."
@@ -212,13 +221,13 @@ inline is boxed, 16 bytes of garbage for every payload written."
         (setf (obuf-base ob) (sb-sys:sap-int sap)
               (obuf-capacity ob) size)))))
 
+(declaim (inline make-fixed-obuf))
 (defun make-fixed-obuf (address size limit &key (kind :sap))
   "An OBUF writing straight into SIZE bytes at ADDRESS.  KIND :sap offers
-the USE-LARGER-SPACE restart when it is full; :vector does not."
-  (let ((ob (%make-obuf :base address :capacity size :limit limit
-                        :room-fn #'fixed-room :sink kind :holdable t)))
-    (clip-window ob)
-    ob))
+the USE-LARGER-SPACE restart when it is full; :vector does not.  Inline:
+its caller may keep it on the stack."
+  (%make-obuf :base address :capacity size :end (first-window-end size limit) :limit limit
+              :room-fn #'fixed-room :sink kind :holdable t))
 
 ;;; ------------------------------------------------------------------
 ;;; Sink: any binary output stream, through a pinned staging vector.
