@@ -17,24 +17,25 @@
                  (:file "conditions" :depends-on ("package"))
                  (:file "options" :depends-on ("package"))
                  (:file "tags" :depends-on ("package"))
-                 (:file "prefetch" :depends-on ("package"))))
+                 (:file "prefetch" :depends-on ("package"))
+                 (:file "scratch" :depends-on ("package"))))
    (:module "io"
     :pathname "src/io"
     :depends-on ("base")
     :components ((:file "copy")
+                 (:file "staging")
                  (:file "prefault")
                  (:file "runway" :depends-on ("prefault"))
                  (:file "utf8")
-                 (:file "output" :depends-on ("copy"))
-                 (:file "input" :depends-on ("copy" "prefault"))))
+                 (:file "output" :depends-on ("copy" "staging"))
+                 (:file "input" :depends-on ("copy" "staging" "prefault"))))
    (:module "state"
     :pathname "src/core"
     :depends-on ("io")
-    :components ((:file "scratch")
-                 (:file "region" :depends-on ("scratch"))
-                 (:file "identity-table" :depends-on ("scratch"))
+    :components ((:file "region")
+                 (:file "identity-table")
                  (:file "store-state" :depends-on ("identity-table"))
-                 (:file "restore-state" :depends-on ("scratch"))))
+                 (:file "restore-state")))
    (:module "codecs"
     :pathname "src/codecs"
     :depends-on ("state")
@@ -77,7 +78,7 @@
                (:file "places" :depends-on ("compare" "generator"))
                (:file "list-output" :depends-on ("places"))
                (:file "hostile" :depends-on ("package" "places"))
-               (:file "scratch" :depends-on ("compare"))
+               (:file "scratch" :depends-on ("compare" "places"))
                (:file "prefetch" :depends-on ("compare" "generator"))
                (:file "fuzz" :depends-on ("package"))
                (:file "run" :depends-on ("package")))

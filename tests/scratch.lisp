@@ -244,11 +244,33 @@ off by up to a region.)"
                      "a restore of ~s from raw memory" data)))))
       (sb-alien:free-alien foreign))))
 
+(test small-calls-through-streams-allocate-little
+  ;; The vector a stream is staged through is kept between calls: a store
+  ;; of a little data to a stream allocates nothing, a restore from a file
+  ;; stream little besides its result.  Each made its 64 KiB vector before.
+  (binstore:release-scratch)
+  (let ((data (list 1 "two" 3d0 :four #\5 (list 6)))
+        (sink (make-broadcast-stream)))
+    (is (allocates-only-p 0 (lambda () (binstore:store sink data))))
+    (is (not (null (kept-buffer binstore::+scratch-staging+))))
+    (call-with-temporary-directory
+     (lambda (directory)
+       (let ((path (merge-pathnames "staging.bin" directory)))
+         (binstore:store path data)
+         (with-open-file (in path :element-type '(unsigned-byte 8))
+           (is (< (bytes-consed-per-call 2000 (lambda ()
+                                                (file-position in 0)
+                                                (binstore:restore in)))
+                  1024))
+           (file-position in 0)
+           (is (equal data (binstore:restore in)))))))))
+
 (test threads-share-the-kept-buffers
   "Three threads store and restore, small data and large, into fresh
-vectors and vectors with room, while a fourth collects: the kept buffers
-pass from thread to thread (and regions are unmapped when two are given
-back), yet every output equals the one made alone and every copy the data."
+vectors, vectors with room and streams, while a fourth collects: the kept
+buffers pass from thread to thread (and regions are unmapped when two are
+given back), yet every output equals the one made alone and every copy the
+data."
   (binstore:release-scratch)
   (let* ((small (list 1 "two" 3d0 :four (list 5)))
          (large (list (fresh-strings 20000) (loop for i below 20000 collect (cons i i))))
@@ -274,8 +296,13 @@ back), yet every output equals the one made alone and every copy the data."
                                                      (setf (fill-pointer buffer) 0)
                                                      (and (equalp expected (binstore:store nil data :support-shared-list-structures lists))
                                                           (equalp expected (binstore:store buffer data :support-shared-list-structures lists))
+                                                          (equalp expected (stream-octets
+                                                                            (binstore:store (make-instance 'octet-output-stream) data
+                                                                                            :support-shared-list-structures lists)))
                                                           (equalp data (binstore:restore expected))
-                                                          (equalp data (binstore:restore buffer))))))))))))
+                                                          (equalp data (binstore:restore buffer))
+                                                          (equalp data (binstore:restore (make-instance 'octet-input-stream
+                                                                                                        :octets expected)))))))))))))
            (setf results (mapcar #'sb-thread:join-thread workers)))
       (setf done t)
       (sb-thread:join-thread collector))

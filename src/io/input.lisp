@@ -231,6 +231,7 @@ caller may keep it on the stack."
 ;;; sockets) are read only as far as the decoder needs, so restoring one
 ;;; object never blocks waiting for bytes that belong to the next.
 
+(declaim (inline make-stream-source))  ; kept on the stack by CALL-WITH-STREAM-IBUF
 (defstruct (stream-source (:constructor make-stream-source (stream buffer greedy &optional fd)))
   stream
   (buffer nil :type (simple-array (unsigned-byte 8) (*)))
@@ -279,15 +280,17 @@ into the RESTORE-ERROR a failed read signals."
         (setf (ibuf-cut-by-limit ib) t)))))
 
 (defun call-with-stream-ibuf (stream limit fn &optional fd (size +stream-buffer-size+))
-  "Call FN with an IBUF reading STREAM through a window of SIZE bytes; or,
-given FD (the file descriptor of the file STREAM has just opened, nothing
-read from it yet), reading FD with read(2): one copy of every byte, where a
-Lisp stream makes two (into its own buffer, then into the window; 8 MB:
-1.0 ms against 0.35)."
-  (let ((buffer (make-array size :element-type '(unsigned-byte 8))))
-    (sb-sys:with-pinned-objects (buffer)
-      (funcall fn (%make-ibuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
-                              :limit limit
-                              :refill-fn #'stream-refill
-                              :source (make-stream-source
-                                       stream buffer (or fd (typep stream 'file-stream)) fd))))))
+  "Call FN with an IBUF reading STREAM through a window of at least SIZE
+bytes; or, given FD (the file descriptor of the file STREAM has just
+opened, nothing read from it yet), reading FD with read(2): one copy of
+every byte, where a Lisp stream makes two (into its own buffer, then into
+the window; 8 MB: 1.0 ms against 0.35)."
+  (let ((buffer (take-staging size)))
+    (unwind-protect
+         (sb-sys:with-pinned-objects (buffer)
+           (let* ((source (make-stream-source stream buffer (or fd (typep stream 'file-stream)) fd))
+                  (ib (%make-ibuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
+                                  :limit limit :refill-fn #'stream-refill :source source)))
+             (declare (dynamic-extent source ib)) ; FN is given IB for its extent only
+             (funcall fn ib)))
+      (give-back-staging buffer))))

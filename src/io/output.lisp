@@ -232,8 +232,7 @@ its caller may keep it on the stack."
 ;;; ------------------------------------------------------------------
 ;;; Sink: any binary output stream, through a pinned staging vector.
 
-(defconstant +stream-buffer-size+ (* 64 1024))
-
+(declaim (inline make-stream-sink))    ; kept on the stack by CALL-WITH-STREAM-OBUF
 (defstruct (stream-sink (:constructor make-stream-sink (stream buffer)))
   stream
   (buffer nil :type (simple-array (unsigned-byte 8) (*))))
@@ -252,15 +251,18 @@ its caller may keep it on the stack."
 
 (defun call-with-stream-obuf (stream limit fn)
   "Call FN with an OBUF writing to STREAM; flush at the end."
-  (let ((buffer (make-array +stream-buffer-size+ :element-type '(unsigned-byte 8))))
-    (sb-sys:with-pinned-objects (buffer)
-      (let ((ob (%make-obuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
-                            :capacity +stream-buffer-size+ :limit limit
-                            :room-fn #'stream-room
-                            :sink (make-stream-sink stream buffer))))
-        (clip-window ob)
-        (multiple-value-prog1 (funcall fn ob)
-          (flush-stream-obuf ob))))))
+  (let ((buffer (take-staging +stream-buffer-size+)))
+    (unwind-protect
+         (sb-sys:with-pinned-objects (buffer)
+           (let* ((sink (make-stream-sink stream buffer))
+                  (ob (%make-obuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
+                                  :capacity +stream-buffer-size+
+                                  :end (first-window-end +stream-buffer-size+ limit)
+                                  :limit limit :room-fn #'stream-room :sink sink)))
+             (declare (dynamic-extent sink ob)) ; FN is given OB for its extent only
+             (multiple-value-prog1 (funcall fn ob)
+               (flush-stream-obuf ob))))
+      (give-back-staging buffer))))
 
 ;;; ------------------------------------------------------------------
 ;;; Sink: a file descriptor, written with write(2) in large blocks.

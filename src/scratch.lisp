@@ -18,14 +18,18 @@
   "The largest working buffer, in bytes, binstore keeps between calls to
 reuse (one per kind: the store's tables of objects and of conses written
 and its output region, the restore's vectors of objects and of conses by
-id).  Reuse spares a large store or restore the page faults of fresh
-memory.  0 keeps nothing.  See RELEASE-SCRATCH.")
+id, and the vector streams are read and written through).  Reuse spares a
+large store or restore the page faults of fresh memory, and a small one
+to or from a stream the allocation of its 64 KiB vector.  0 keeps
+nothing.  See RELEASE-SCRATCH.")
 
 ;;; A kind's buffer is kept as it is, not in a wrapper: a wrapper would be
 ;;; made at every call that gives a buffer back, and a small store or
 ;;; restore otherwise allocates nothing but its result.
 
-(sb-ext:defglobal **scratch** (make-array 5 :initial-element nil)
+(defconstant +scratch-kinds+ 6 "How many kinds of buffer are kept.")
+
+(sb-ext:defglobal **scratch** (make-array +scratch-kinds+ :initial-element nil)
   "The spare buffer of each kind, or NIL.")
 
 (defconstant +scratch-table+ 0 "Kind: a store's table of objects (an identity table).")
@@ -33,8 +37,9 @@ memory.  0 keeps nothing.  See RELEASE-SCRATCH.")
 (defconstant +scratch-refs+ 1 "Kind: a restore's vector of objects by id.")
 (defconstant +scratch-cons-refs+ 2 "Kind: a restore's (conses by id . run lengths) vectors.")
 (defconstant +scratch-output+ 4 "Kind: a store's output region (foreign memory).")
+(defconstant +scratch-staging+ 5 "Kind: the vector a stream is read or written through.")
 
-(sb-ext:defglobal **scratch-kinds** (make-array 5 :initial-element nil)
+(sb-ext:defglobal **scratch-kinds** (make-array +scratch-kinds+ :initial-element nil)
   "For each kind, (BYTES . DISPOSE): the functions that measure one of its
 buffers and free it when it is dropped (NIL: the collector frees it).  Set
 once, where the buffers of the kind are defined (DEFINE-SCRATCH-KIND).")
@@ -53,8 +58,9 @@ returns its size in bytes) and, for foreign memory, freed (DISPOSE)."
       (funcall (the function dispose) buffer))))
 
 (defun take-scratch (kind)
-  "Take the spare buffer of KIND if there is one, else NIL.  A spare buffer
-is always cleared, and the caller owns it alone."
+  "Take the spare buffer of KIND if there is one, else NIL.  The caller owns
+it alone.  A spare buffer holds nothing a call could read: it is cleared,
+or (a staging vector) only read where the call has written."
   (let ((spare (svref **scratch** kind)))
     (and spare
          (eq spare (sb-ext:compare-and-swap (svref **scratch** kind) spare nil))
