@@ -923,3 +923,23 @@ never instantiated (so not finalized) works."
     (is (typep back 'gen-node))
     (is (eql 1 (gen-node-left back)))
     (is (not (slot-boundp back 'right)))))
+
+(test hostile-zero-with-an-id
+  "The boxes of a lazy run (see LAZY-RUN) have entries 0 in the vector of
+objects by id until a reference is met; input can also give an id to a 0
+itself, in a form that takes one (a bignum of no bytes; a ratio that
+reduces to 0), and a reference to it must return that 0, around lazy runs
+or without any."
+  (let ((list binstore::+tag-list+)
+        (bignum binstore::+tag-bignum+)
+        (ref0 binstore::+first-small-ref-tag+))
+    ;; (0 0): a bignum of no bytes, then a reference to it
+    (is (equal '(0 0) (binstore:restore (hostile-octets list 2 bignum 0 ref0))))
+    ;; a run of 40 doubles (ids 1 to 40), then references to the 0 before
+    ;; it and to a double in the run
+    (let* ((doubles (binstore:store nil (loop for i below 40 collect (+ i 0.5d0))))
+           (bytes (hostile-octets list 4 bignum 0 doubles ref0 (+ ref0 30))))
+      (let ((restored (binstore:restore bytes)))
+        (is (eql 0 (first restored)))
+        (is (eql 0 (third restored)))
+        (is (eq (nth 29 (second restored)) (fourth restored)))))))

@@ -143,6 +143,60 @@ the run being read, reach the right conses."
         (is (eq (fourth restored) (nthcdr 2 other)))
         (is (eq (fifth restored) (nthcdr 1 other)))))))
 
+(test references-into-runs-of-boxes
+  "A long run of doubles or complexes, in a list or a simple vector, takes
+its ids without storing its boxes by id, until a reference is met.
+References to the first, middle and
+last boxes, forwards and backwards, from the same list and from later
+containers, across runs broken by other objects and short runs stored by id
+at once, restore EQ to the right box, in every mode; and the kept vector
+of objects by id holds nothing afterwards."
+  (flet ((boxes (n from)
+           (loop for i below n
+                 collect (if (evenp i) (+ from i 0.5d0) (complex (+ from i 1d0) -1d0)))))
+    (let* ((long (boxes 1000 0))
+           (short (boxes 10 5000))
+           (broken (append (boxes 40 2000) (list "break") (boxes 60 3000)))
+           (vector (coerce (boxes 500 4000) 'simple-vector))
+           (picks '(0 500 999 500 10 998 1))
+           ;; a list whose later elements refer back into its own run
+           (own (let ((run (boxes 100 6000)))
+                  (append run (list (nth 99 run) (nth 0 run) (nth 50 run)))))
+           (data (list long short broken vector own
+                       (mapcar (lambda (k) (nth k long)) picks)
+                       (vector (svref vector 499) (svref vector 0) (nth 3 short)
+                               (nth 41 broken) (nth 39 broken) (nth 100 broken))
+                       (svref vector 250))))
+      (dolist (lists '(nil t))
+        (binstore:release-scratch)
+        (let ((restored (round-trip data :support-shared-list-structures lists)))
+          (check-same data restored)
+          (destructuring-bind (long short broken vector own picked refs one) restored
+            (loop for k in picks
+                  for x in picked
+                  do (is (eq (nth k long) x) "box ~d of the long run" k))
+            (is (eq (svref vector 499) (svref refs 0)))
+            (is (eq (svref vector 0) (svref refs 1)))
+            (is (eq (nth 3 short) (svref refs 2)))
+            (is (eq (nth 41 broken) (svref refs 3)))
+            (is (eq (nth 39 broken) (svref refs 4)))
+            (is (eq (nth 100 broken) (svref refs 5)))
+            (is (eq (svref vector 250) one))
+            (is (eq (nth 99 own) (nth 100 own)))
+            (is (eq (nth 0 own) (nth 101 own)))
+            (is (eq (nth 50 own) (nth 102 own)))
+            ;; distinct boxes stay distinct
+            (is (not (eq (nth 1 long) (nth 3 long))))))
+        (let ((kept (svref binstore::**scratch** binstore::+scratch-refs+)))
+          (is (and kept (every (lambda (x) (eql x 0)) kept)))))
+      ;; with no reference after them, runs are never stored by id: what
+      ;; is stored around them, and only that, is cleared after
+      (let ((plain (list (copy-seq "s1") long (copy-seq "s2") vector (copy-seq "s3"))))
+        (binstore:release-scratch)
+        (check-same plain (round-trip plain))
+        (let ((kept (svref binstore::**scratch** binstore::+scratch-refs+)))
+          (is (and kept (every (lambda (x) (eql x 0)) kept))))))))
+
 (test cons-references-as-leaves
   "References to conses are read straight from the window (alone, in runs of
 a list or a vector, and as the car or cdr of a CONS of two leaves) and

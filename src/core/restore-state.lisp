@@ -17,6 +17,28 @@
 (defstruct (pending-fill (:constructor make-pending-fill (kind object info depth)))
   kind object info depth)
 
+;;; A long run of boxed floats (double-floats and complexes of them, in a
+;;; list or a simple vector, read by the loops of FILL-CARS and
+;;; FILL-ELEMENTS) takes consecutive ids, but its boxes are not stored by id
+;;; as they are made: a run of a million doubles would write 8 MB of ids,
+;;; and clear them after, for references that data of numbers seldom makes.
+;;; The run is noted instead (a LAZY-RUN), its entries left 0.  Before any
+;;; reference is resolved, the runs noted so far are stored by id
+;;; (SETTLE-LAZY-RUNS): a restore that meets references pays what it paid
+;;; before, once, and the loops over references check nothing per element.
+
+(defstruct (lazy-run (:constructor make-lazy-run (start n source position)))
+  (start 0 :type index)                 ; the id of its first box
+  (n 0 :type index)                     ; how many boxes
+  ;; the first box is the car of the cons SOURCE (a list's run), or
+  ;; element POSITION of the simple vector SOURCE
+  (source nil :type (or cons simple-vector))
+  (position 0 :type index))
+
+(defconstant +lazy-run-boxes+ 32
+  "Runs of boxes shorter than this are stored by id as they are made: a
+LAZY-RUN costs more than their entries.")
+
 ;;; The state lives on the stack of the call to DECODE, as a store's does
 ;;; (see store-state.lisp): a restore of a small object allocated 300
 ;;; bytes, most of them this state and its IBUF, fresh memory the processor
@@ -41,6 +63,8 @@
   (allocated 0 :type index)            ; bytes of small objects so far (KEEP-RUNWAYS)
   (next-look +prefault-bytes+ :type index) ; ALLOCATED at the next look at the runways
   (runways nil :type (or null cons))   ; the cons runway and the other one, from then
+  (lazy-runs **no-objects** :type simple-vector) ; LAZY-RUNs not settled, in id order,
+  (lazy-count 0 :type index)                     ; LAZY-COUNT of them
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
   (scratch **no-characters** :type (simple-array character (*))) ; names being looked up (grown as needed)
@@ -96,20 +120,36 @@ run, its length and the filled entries, which start at its first cons."
                  (setf (aref lengths k) 0))
                (incf k (max n 1))))))      ; every run has a cons: never stuck
 
+(defun clear-refs (rs)
+  "Clear what the restore stored in its vector of objects by id: every
+entry below NEXT-ID but those of the lazy runs not settled."
+  (declare (type restore-state rs) (optimize speed))
+  (let ((refs (rs-refs rs))
+        (runs (rs-lazy-runs rs))
+        (from 0))
+    (declare (type index from))
+    (dotimes (i (rs-lazy-count rs))
+      (let ((run (svref runs i)))
+        (declare (type lazy-run run))
+        (fill refs 0 :start from :end (lazy-run-start run))
+        (setf from (+ (lazy-run-start run) (lazy-run-n run)))))
+    (fill refs 0 :start from :end (rs-next-id rs))))
+
 (defun finish-restore-state (rs)
   "The restore is complete: clear the vectors of objects by id (they must
 not keep the restored data alive) and keep them for the next restore."
   (flet ((keep-p (vector)
            (<= 2048 (* 8 (length vector)) *scratch-limit*)))
     (when (keep-p (rs-refs rs))
-      (fill (rs-refs rs) 0 :end (rs-next-id rs))
+      (clear-refs rs)
       (offer-scratch +scratch-refs+ (rs-refs rs)))
     (when (keep-p (rs-cons-refs rs))
       (clear-cons-refs rs)
       (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))))
     (setf (rs-refs rs) **no-objects** (rs-cons-refs rs) **no-objects**
           (rs-run-lengths rs) **no-lengths**
-          (rs-next-id rs) 0 (rs-next-cons-id rs) 0)))
+          (rs-next-id rs) 0 (rs-next-cons-id rs) 0
+          (rs-lazy-runs rs) **no-objects** (rs-lazy-count rs) 0)))
 
 (define-scratch-kind +scratch-refs+ (lambda (refs) (* sb-vm:n-word-bytes (length refs))))
 (define-scratch-kind +scratch-cons-refs+
@@ -119,8 +159,8 @@ not keep the restored data alive) and keep them for the next restore."
   (invalid (rs-ibuf rs) message expected))
 
 (defun grow-refs (rs)
-  ;; Every id below NEXT-ID has its object (ids are given as objects are
-  ;; made), so the new part needs no filling.
+  ;; Every id below NEXT-ID has its entry (its object, or 0 in a lazy run
+  ;; not settled), so the new part needs no filling.
   (let* ((refs (rs-refs rs))
          (new (make-array (* 2 (length refs)))))
     (prefault-vector new (* sb-vm:n-word-bytes (length refs)))
@@ -143,6 +183,65 @@ tracks objects; return OBJECT."
   (if (rs-track rs)
       (register-always rs object)
       object))
+
+(defun register-boxes (rs source position n)
+  "The N boxes just made (by a loop over boxed floats) from the car of the
+cons SOURCE on, or from element POSITION of the simple vector SOURCE, take
+the next N ids (when the stream tracks objects): stored by id now if they
+are few, else as a lazy run (see LAZY-RUN)."
+  (declare (type restore-state rs) (type (or cons simple-vector) source)
+           (type index position n))
+  (cond ((not (rs-track rs)))
+        ((< n +lazy-run-boxes+)
+         (if (consp source)
+             (loop repeat n
+                   for c = source then (cdr c)
+                   do (register-always rs (car c)))
+             (loop for i from position below (+ position n)
+                   do (register-always rs (svref source i)))))
+        (t
+         (let ((start (rs-next-id rs)))
+           (loop while (> (+ start n) (length (rs-refs rs)))
+                 do (grow-refs rs))
+           (let ((runs (rs-lazy-runs rs))
+                 (count (rs-lazy-count rs)))
+             (when (= count (length runs))
+               (setf runs (replace (make-array (max 16 (* 2 count))) runs)
+                     (rs-lazy-runs rs) runs))
+             (setf (svref runs count) (make-lazy-run start n source position)
+                   (rs-lazy-count rs) (1+ count)
+                   (rs-next-id rs) (+ start n))))))
+  (values))
+
+(defun settle-lazy-runs (rs)
+  "Store the boxes of every lazy run by id (a reference is about to be
+resolved)."
+  (declare (type restore-state rs) (optimize speed))
+  (let ((refs (rs-refs rs))
+        (runs (rs-lazy-runs rs)))
+    (dotimes (i (rs-lazy-count rs))
+      (let* ((run (svref runs i))
+             (source (lazy-run-source run))
+             (start (lazy-run-start run))
+             (end (+ start (lazy-run-n run))))
+        (declare (type lazy-run run) (type index start end))
+        (if (consp source)
+            (loop for k of-type index from start below end
+                  for c = source then (cdr c)
+                  do (setf (svref refs k) (car c)))
+            (replace refs (the simple-vector source)
+                     :start1 start :end1 end :start2 (lazy-run-position run)))
+        (setf (svref runs i) 0)))
+    (setf (rs-lazy-count rs) 0)))
+
+(declaim (inline settled-refs))
+(defun settled-refs (rs)
+  "The vector of objects by id, every entry below NEXT-ID holding its
+object: what references are resolved in."
+  (declare (type restore-state rs))
+  (when (plusp (rs-lazy-count rs))
+    (settle-lazy-runs rs))
+  (rs-refs rs))
 
 (defun grow-cons-refs (rs)
   "Make room for more cons ids: first vectors sized from the input (a cons
@@ -219,7 +318,7 @@ one READ-VARINT accepts)."
 (defun object-by-id (rs id small)
   "The object with ID, named by the reference just read (SMALL or not)."
   (if (< id (rs-next-id rs))
-      (svref (rs-refs rs) id)
+      (svref (settled-refs rs) id)
       (undefined-id rs id small)))
 
 (defun runway-reach (rs)
@@ -395,7 +494,7 @@ function's two values they took 8-10% more instructions."
 (defun window-ref (rs sap p end)
   "WINDOW-MADE-REF with the restore's table of objects."
   (declare (type restore-state rs) (type index p end))
-  (window-made-ref (rs-refs rs) (made-below rs) sap p end))
+  (window-made-ref (settled-refs rs) (made-below rs) sap p end))
 
 (declaim (inline window-cons-ref-id))
 (defun window-cons-ref-id (rs sap p end)
@@ -537,22 +636,24 @@ over boxed floats reads; its boxes are counted for the runways first."
     (keep-runways rs (* 2 (- stop q)))
     stop))
 
-(declaim (inline window-boxed-float))
-(defun window-boxed-float (rs sap p end)
-  "If SAP+P (P below END) holds a double-float, or a complex of two, whole in
-the window: a fresh box for it (with its id, when the stream tracks objects)
-and its size in bytes; otherwise NIL and 0.  For the loops over runs of
-them, where a double and a complex double (a box each, 16 and 32 bytes)
-take the same path."
-  (declare (type restore-state rs) (type index p end))
-  (let ((tag (sb-sys:sap-ref-8 sap p)))
-    (cond ((and (= tag +tag-double-float+) (<= (+ p 9) end))
-           (values (register rs (sb-sys:sap-ref-double sap (+ p 1))) 9))
-          ((and (= tag +tag-complex-double+) (<= (+ p 17) end))
-           (values (register rs (complex (sb-sys:sap-ref-double sap (+ p 1))
-                                         (sb-sys:sap-ref-double sap (+ p 9))))
-                   17))
-          (t (values nil 0)))))
+(declaim (inline box-bytes window-box))
+(defun box-bytes (tag)
+  "The bytes of a box of TAG, +TAG-DOUBLE-FLOAT+ or +TAG-COMPLEX-DOUBLE+."
+  (if (= tag +tag-double-float+) 9 17))
+
+(defun window-box (sap p end tag)
+  "If SAP+P (P below END) holds a box of TAG (a double-float, or a complex
+of two: see BOX-BYTES) whole in the window: a fresh box for it; otherwise
+NIL.  For the loops over runs of them: inlined with a constant TAG, its
+tests on TAG fold away; the loops count the boxes (from the bytes read, in
+a list) and give them their ids after (REGISTER-BOXES)."
+  (declare (type index p end) (type (unsigned-byte 8) tag))
+  (and (= (sb-sys:sap-ref-8 sap p) tag)
+       (<= (+ p (box-bytes tag)) end)
+       (if (= tag +tag-double-float+)
+           (sb-sys:sap-ref-double sap (+ p 1))
+           (complex (sb-sys:sap-ref-double sap (+ p 1))
+                    (sb-sys:sap-ref-double sap (+ p 9))))))
 
 (declaim (inline fixed-leaf-value))
 (defun fixed-leaf-value (sap q tag)
@@ -611,9 +712,9 @@ READ-OBJECT would give it."
           ((= tag +tag-string+) (window-character-string rs p end))
           ((= tag +tag-cons-ref+) (window-cons-ref rs sap p end))
           ((or (= tag +tag-double-float+) (= tag +tag-complex-double+))
-           (multiple-value-bind (x size) (window-boxed-float rs sap p end)
-             (if (plusp size)
-                 (values x (+ p size))
+           (let ((x (window-box sap p end tag)))
+             (if x
+                 (values (register rs x) (+ p (box-bytes tag)))
                  (values nil nil))))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
@@ -882,7 +983,7 @@ end, its last cons.  A function of its own, as FILL-INTEGER-ELEMENTS:
 inside FILL-CARS the table and its count lived on the stack."
   (declare (type restore-state rs) (type list c) (type index p end) (optimize speed))
   (let ((sap (ibuf-sap (rs-ibuf rs)))
-        (refs (rs-refs rs))
+        (refs (settled-refs rs))
         (made (made-below rs)))
     (when (null c)                      ; FILL-CARS's general path ended the list
       (return-from fill-ref-cars (values p nil nil)))
@@ -963,25 +1064,35 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
                             d (cdr d)))
              (setf p q c d last dlast)))
           (#.+boxed-kind+
-           ;; double-floats and complexes of them, each a fresh box taking
-           ;; an id when tracked
+           ;; double-floats, or complexes of them, each a fresh box, taking
+           ;; their ids together after
            (let ((q p) (d c) (dlast last))
              (declare (type index q))
-             (loop named boxes
-                   while (and (consp d) (< q end))
-                   do (let ((stop (next-box-slice rs q end)))
-                        (loop while (and (consp d) (< q stop))
-                              do (multiple-value-bind (x size)
-                                     (window-boxed-float rs sap q end)
-                                   (when (zerop size)
-                                     (return-from boxes))
-                                   (setf (car d) x
-                                         q (sb-ext:truly-the index (+ q size)))
-                                   ;; the next cons from D, in a register,
-                                   ;; before DLAST, which lives on the
-                                   ;; stack: from DLAST each cdr would wait
-                                   ;; for a store and a load
-                                   (psetf d (cdr d) dlast d)))))
+             (flet ((boxes (tag)
+                      ;; inline, called with a constant TAG: the tests on
+                      ;; it fold away
+                      (loop named boxes
+                            while (and (consp d) (< q end))
+                            do (let ((stop (next-box-slice rs q end)))
+                                 (loop while (and (consp d) (< q stop))
+                                       do (let ((x (window-box sap q end tag)))
+                                            (unless x
+                                              (return-from boxes))
+                                            (setf (car d) x
+                                                  q (sb-ext:truly-the index
+                                                                      (+ q (box-bytes tag))))
+                                            ;; the next cons from D, in a
+                                            ;; register, before DLAST, which
+                                            ;; lives on the stack: from
+                                            ;; DLAST each cdr would wait for
+                                            ;; a store and a load
+                                            (psetf d (cdr d) dlast d)))))
+                      (when (> q p)
+                        (register-boxes rs c 0 (truncate (- q p) (box-bytes tag))))))
+               (declare (inline boxes))
+               (if (= (sb-sys:sap-ref-8 sap p) +tag-double-float+)
+                   (boxes +tag-double-float+)
+                   (boxes +tag-complex-double+)))
              (setf p q c d last dlast)))
           (#.+string-kind+
            (multiple-value-bind (q d dlast) (fill-string-cars rs c p end)
@@ -1046,7 +1157,7 @@ FILL-ELEMENTS the table and its count lived on the stack."
   (declare (type restore-state rs) (type simple-vector v) (type index i n p end)
            (optimize speed))
   (let ((sap (ibuf-sap (rs-ibuf rs)))
-        (refs (rs-refs rs))
+        (refs (settled-refs rs))
         (made (made-below rs)))
     (loop while (and (< i n) (< p end))
           do (multiple-value-bind (id size) (window-ref-id sap p end)
@@ -1102,17 +1213,25 @@ T array's, into its storage vector); return V."
           (#.+boxed-kind+
            (let ((q p) (j i))
              (declare (type index q j))
-             (loop named boxes
-                   while (and (< j n) (< q end))
-                   do (let ((stop (next-box-slice rs q end)))
-                        (loop while (and (< j n) (< q stop))
-                              do (multiple-value-bind (x size)
-                                     (window-boxed-float rs sap q end)
-                                   (when (zerop size)
-                                     (return-from boxes))
-                                   (setf (svref v j) x
-                                         q (sb-ext:truly-the index (+ q size))))
-                                 (incf j))))
+             (flet ((boxes (tag)
+                      ;; as in FILL-CARS: inline, with a constant TAG
+                      (loop named boxes
+                            while (and (< j n) (< q end))
+                            do (let ((stop (next-box-slice rs q end)))
+                                 (loop while (and (< j n) (< q stop))
+                                       do (let ((x (window-box sap q end tag)))
+                                            (unless x
+                                              (return-from boxes))
+                                            (setf (svref v j) x
+                                                  q (sb-ext:truly-the index
+                                                                      (+ q (box-bytes tag)))))
+                                          (incf j))))))
+               (declare (inline boxes))
+               (if (= (sb-sys:sap-ref-8 sap p) +tag-double-float+)
+                   (boxes +tag-double-float+)
+                   (boxes +tag-complex-double+)))
+             (when (> j i)
+               (register-boxes rs v i (- j i)))
              (setf p q i j)))
           (#.+string-kind+
            (multiple-value-setq (i p) (fill-string-elements rs v i n p end)))
