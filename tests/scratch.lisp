@@ -307,3 +307,32 @@ data."
       (setf done t)
       (sb-thread:join-thread collector))
     (is (equal '(t t t) results))))
+
+(defclass nesting-output-stream (octet-output-stream)
+  ((inner :initarg :inner :reader nesting-inner)
+   (copies :initform '() :accessor nesting-copies))
+  (:documentation "An octet stream that stores and restores INNER each time
+it is written to: a store running inside a store."))
+
+(defmethod sb-gray:stream-write-sequence :before ((stream nesting-output-stream) sequence
+                                                  &optional start end)
+  (declare (ignore sequence start end))
+  (let ((inner (nesting-inner stream)))
+    (push (binstore:restore (binstore:store nil inner)) (nesting-copies stream))
+    (let ((buffer (make-array 4 :element-type '(unsigned-byte 8) :fill-pointer 0 :adjustable t)))
+      (push (binstore:restore (binstore:store buffer inner)) (nesting-copies stream)))))
+
+(test stores-inside-stores
+  "A store whose output stream itself stores and restores (through the
+stream's write method) gets no buffer the outer store holds: the staging
+vector, the output region and the tables are taken, not shared, and both
+outputs are exact."
+  (binstore:release-scratch)
+  (let* ((outer (list (fresh-strings 30000) (loop for i below 20000 collect (* i 1.5d0))))
+         (inner (list (fresh-strings 2000) "inner" (vector 1 2 3)))
+         (expected (binstore:store nil outer))
+         (stream (make-instance 'nesting-output-stream :inner inner)))
+    (binstore:store stream outer)
+    (is (equalp expected (stream-octets stream)))
+    (is (plusp (length (nesting-copies stream))))
+    (is (every (lambda (copy) (equalp inner copy)) (nesting-copies stream)))))
