@@ -184,6 +184,17 @@ tracks objects; return OBJECT."
       (register-always rs object)
       object))
 
+(defun put-boxes (refs start n source position)
+  "Store in REFS from START the N boxes from the car of the cons SOURCE on,
+or from element POSITION of the simple vector SOURCE."
+  (declare (type simple-vector refs) (type index start n position)
+           (type (or cons simple-vector) source) (optimize speed))
+  (if (consp source)
+      (loop for k of-type index from start below (+ start n)
+            for c = source then (cdr c)
+            do (setf (svref refs k) (car c)))
+      (replace refs source :start1 start :end1 (+ start n) :start2 position)))
+
 (defun register-boxes (rs source position n)
   "The N boxes just made (by a loop over boxed floats) from the car of the
 cons SOURCE on, or from element POSITION of the simple vector SOURCE, take
@@ -191,46 +202,31 @@ the next N ids (when the stream tracks objects): stored by id now if they
 are few, else as a lazy run (see LAZY-RUN)."
   (declare (type restore-state rs) (type (or cons simple-vector) source)
            (type index position n))
-  (cond ((not (rs-track rs)))
-        ((< n +lazy-run-boxes+)
-         (if (consp source)
-             (loop repeat n
-                   for c = source then (cdr c)
-                   do (register-always rs (car c)))
-             (loop for i from position below (+ position n)
-                   do (register-always rs (svref source i)))))
-        (t
-         (let ((start (rs-next-id rs)))
-           (loop while (> (+ start n) (length (rs-refs rs)))
-                 do (grow-refs rs))
-           (let ((runs (rs-lazy-runs rs))
-                 (count (rs-lazy-count rs)))
-             (when (= count (length runs))
-               (setf runs (replace (make-array (max 16 (* 2 count))) runs)
-                     (rs-lazy-runs rs) runs))
-             (setf (svref runs count) (make-lazy-run start n source position)
-                   (rs-lazy-count rs) (1+ count)
-                   (rs-next-id rs) (+ start n))))))
+  (when (rs-track rs)
+    (let ((start (rs-next-id rs)))
+      (loop while (> (+ start n) (length (rs-refs rs)))
+            do (grow-refs rs))
+      (if (< n +lazy-run-boxes+)
+          (put-boxes (rs-refs rs) start n source position)
+          (let ((runs (rs-lazy-runs rs))
+                (count (rs-lazy-count rs)))
+            (when (= count (length runs))
+              (setf runs (replace (make-array (max 16 (* 2 count))) runs)
+                    (rs-lazy-runs rs) runs))
+            (setf (svref runs count) (make-lazy-run start n source position)
+                  (rs-lazy-count rs) (1+ count))))
+      (setf (rs-next-id rs) (+ start n))))
   (values))
 
 (defun settle-lazy-runs (rs)
   "Store the boxes of every lazy run by id (a reference is about to be
 resolved)."
-  (declare (type restore-state rs) (optimize speed))
-  (let ((refs (rs-refs rs))
-        (runs (rs-lazy-runs rs)))
+  (declare (type restore-state rs))
+  (let ((runs (rs-lazy-runs rs)))
     (dotimes (i (rs-lazy-count rs))
-      (let* ((run (svref runs i))
-             (source (lazy-run-source run))
-             (start (lazy-run-start run))
-             (end (+ start (lazy-run-n run))))
-        (declare (type lazy-run run) (type index start end))
-        (if (consp source)
-            (loop for k of-type index from start below end
-                  for c = source then (cdr c)
-                  do (setf (svref refs k) (car c)))
-            (replace refs (the simple-vector source)
-                     :start1 start :end1 end :start2 (lazy-run-position run)))
+      (let ((run (svref runs i)))
+        (put-boxes (rs-refs rs) (lazy-run-start run) (lazy-run-n run)
+                   (lazy-run-source run) (lazy-run-position run))
         (setf (svref runs i) 0)))
     (setf (rs-lazy-count rs) 0)))
 
