@@ -192,9 +192,10 @@
          (data (list strings strings (nthcdr 10 strings)))
          (bytes (binstore:store nil data :support-shared-list-structures t)))
     (check-same data (binstore:restore bytes) :conses t)
+    (binstore:store (make-broadcast-stream) data)
     (dolist (kind (list binstore::+scratch-table+ binstore::+scratch-cons-table+
                         binstore::+scratch-output+ binstore::+scratch-refs+
-                        binstore::+scratch-cons-refs+))
+                        binstore::+scratch-cons-refs+ binstore::+scratch-staging+))
       (let ((kept (kept-buffer kind)))
         (is (not (null kept)) "nothing kept of kind ~d" kind)
         (is (heap-object-p kept))
