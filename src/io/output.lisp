@@ -294,9 +294,10 @@ its caller may keep it on the stack."
   "Call FN with an OBUF writing to the file descriptor FD; flush at the end."
   (let ((address (malloc-octets +fd-buffer-size+)))
     (unwind-protect
-         (let ((ob (%make-obuf :base address :capacity +fd-buffer-size+ :limit limit
-                               :room-fn #'fd-room :sink fd)))
-           (clip-window ob)
+         (let ((ob (%make-obuf :base address :capacity +fd-buffer-size+
+                               :end (first-window-end +fd-buffer-size+ limit)
+                               :limit limit :room-fn #'fd-room :sink fd)))
+           (declare (dynamic-extent ob))   ; FN is given it for its extent only
            (multiple-value-prog1 (funcall fn ob)
              (flush-fd-obuf ob)))
       (free-octets address))))
