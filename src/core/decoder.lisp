@@ -167,7 +167,8 @@ the others (no list to make for the usual one)."
       (loop until (or (at-end-p ib) (/= (peek-u8 ib) +tag-fill+))
             do (read-u8 ib)
                (read-fill rs))
-      (insert-postponed-pairs rs))
+      (when (rs-postponed rs)
+        (insert-postponed-pairs rs)))
     (when (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
       (restore-invalid rs (format nil "~d container~:p announced by LATER never filled"
                                   (hash-table-count (rs-pending rs)))

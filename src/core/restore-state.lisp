@@ -75,6 +75,7 @@ LAZY-RUN costs more than their entries.")
 (defconstant +stack-margin+ (* 256 1024)
   "Control stack kept free below the decoder, for handlers and the debugger.")
 
+(declaim (inline current-stack-floor))
 (defun current-stack-floor ()
   "Lowest control stack address the decoder may recurse down to."
   (+ (sb-kernel:get-lisp-obj-address sb-vm:*control-stack-start*) +stack-margin+))
