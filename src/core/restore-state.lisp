@@ -138,7 +138,8 @@ entry below NEXT-ID but those of the lazy runs not settled."
 
 (defun finish-restore-state (rs)
   "The restore is complete: clear the vectors of objects by id (they must
-not keep the restored data alive) and keep them for the next restore."
+not keep the restored data alive) and keep them for the next restore.  RS
+is not used after this."
   (flet ((keep-p (vector)
            (<= 2048 (* 8 (length vector)) *scratch-limit*)))
     (when (keep-p (rs-refs rs))
@@ -146,11 +147,7 @@ not keep the restored data alive) and keep them for the next restore."
       (offer-scratch +scratch-refs+ (rs-refs rs)))
     (when (keep-p (rs-cons-refs rs))
       (clear-cons-refs rs)
-      (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))))
-    (setf (rs-refs rs) **no-objects** (rs-cons-refs rs) **no-objects**
-          (rs-run-lengths rs) **no-lengths**
-          (rs-next-id rs) 0 (rs-next-cons-id rs) 0
-          (rs-lazy-runs rs) **no-objects** (rs-lazy-count rs) 0)))
+      (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))))))
 
 (define-scratch-kind +scratch-refs+ (lambda (refs) (* sb-vm:n-word-bytes (length refs))))
 (define-scratch-kind +scratch-cons-refs+

@@ -15,8 +15,9 @@
 (define-scratch-kind +scratch-staging+ #'length)
 
 (defun take-staging (size)
-  "A fresh octet vector of at least SIZE bytes to stage a stream through:
-the kept one, for up to +STREAM-BUFFER-SIZE+ bytes, else a new one."
+  "An octet vector of at least SIZE bytes, the caller's alone, to stage a
+stream through: the kept one, for up to +STREAM-BUFFER-SIZE+ bytes, else a
+new one."
   (declare (type index size))
   (or (and (<= size +stream-buffer-size+)
            (take-scratch +scratch-staging+))
