@@ -433,7 +433,7 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
                   can exceed 100% as `replace` is compiled Lisp, not libc's memcpy.  ~
                   Alloc floor: allocating as many bytes as one restore conses, as octet ~
                   vectors, and touching each 4 KiB page, after a full GC: the page faults ~
-                  of fresh memory, which no restore of that much data avoids.~%~%"
+                  of fresh memory in small pages (a restore mapping huge pages goes below it).~%~%"
           *baseline-runs*)
   (markdown-header stream '("data set" "mode" "print ms" "read ms" "store vs print"
                             "restore vs read" "memcpy GB/s" "store-into payload % memcpy"

@@ -21,6 +21,7 @@
    #:+format-version+
    ;; Working memory kept between calls
    #:*scratch-limit*
+   #:*huge-pages*
    #:release-scratch
    ;; Conditions
    #:binstore-error

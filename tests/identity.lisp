@@ -143,6 +143,33 @@ the run being read, reach the right conses."
         (is (eq (fourth restored) (nthcdr 2 other)))
         (is (eq (fifth restored) (nthcdr 1 other)))))))
 
+(test long-lists-built-in-pieces
+  "Lists long enough to be consed a piece at a time (MAKE-LONG-LIST), of
+lengths about the threshold and the piece, restore equal in every mode;
+with conses tracked, references to conses in any piece, a shared tail and a
+cycle back into the middle reach the right conses."
+  (let ((threshold (floor binstore::+prefault-bytes+ 16))
+        (piece (floor binstore::+look-bytes+ 16)))
+    (dolist (n (list (1- threshold) threshold (1+ threshold)
+                     (* 5 piece) (1+ (* 5 piece)) (+ threshold (* 3 piece) 7)))
+      (let* ((long (loop for i below n collect (if (evenp i) i (* i 0.5d0))))
+             (picks (list 0 1 (1- piece) piece (1+ piece) (floor n 2) (- n 2) (1- n)))
+             (data (list long (mapcar (lambda (k) (nthcdr k long)) picks)
+                         (list* :head (nthcdr (1+ piece) long)))))
+        (dolist (mode '((:track-references nil) (:track-references t)))
+          (is (equalp data (apply #'round-trip data mode)) "~d conses, ~s" n mode))
+        (let ((restored (round-trip data :support-shared-list-structures t)))
+          (check-same data restored :conses t)
+          (loop for k in picks
+                for tail in (second restored)
+                do (is (eq (nthcdr k (first restored)) tail) "~d conses: tail ~d" n k))
+          (is (eq (cdr (third restored)) (nthcdr (1+ piece) (first restored)))))
+        ;; a long list whose end points back into its middle
+        (let ((lasso (copy-list long)))
+          (setf (cdr (last lasso)) (nthcdr (+ piece 3) lasso))
+          (let ((restored (round-trip lasso :support-shared-list-structures t)))
+            (is (eq (nthcdr n restored) (nthcdr (+ piece 3) restored)) "~d conses: the lasso" n)))))))
+
 (test references-into-runs-of-boxes
   "A long run of doubles or complexes, in a list or a simple vector, takes
 its ids without storing its boxes by id, until a reference is met.

@@ -605,64 +605,137 @@ and are charged and depth-limited as the general path does it."
         sum (let ((n (min binstore::+prefault-chunk-pages+ (- count i))))
               (- n (binstore::unmapped-pages (+ address (* i binstore::+page-bytes+)) n)))))
 
+(defun call-with-aligned-region (chunks fn)
+  "Call FN with the address of CHUNKS fresh 2 MiB chunks, the first aligned
+to a huge page, of a private mapping unmapped afterwards."
+  (let* ((bytes binstore::+huge-page-bytes+)
+         (region (binstore::map-region (* (1+ chunks) bytes))))
+    (unwind-protect
+         (funcall fn (logandc2 (+ (binstore::region-address region) (1- bytes)) (1- bytes)))
+      (binstore::unmap-region region))))
+
+(defun huge-kilobytes-at (address)
+  "The kilobytes of huge pages in the mapping holding ADDRESS, from
+/proc/self/smaps (0 where that is not known)."
+  (with-open-file (in "/proc/self/smaps" :if-does-not-exist nil)
+    (let ((inside nil))
+      (loop for line = (and in (read-line in nil)) while line
+            do (let ((dash (position #\- line))
+                     (space (position #\Space line)))
+                 (cond ((and dash space (< dash space)
+                             (every (lambda (c) (digit-char-p c 16)) (subseq line 0 dash)))
+                        (setf inside (<= (parse-integer line :end dash :radix 16)
+                                         address
+                                         (1- (parse-integer line :start (1+ dash) :end space
+                                                                 :radix 16)))))
+                       ((and inside (eql 0 (search "AnonHugePages:" line)))
+                        (return (parse-integer line :start 14 :junk-allowed t)))))
+            finally (return 0)))))
+
 (test prefault-maps-fresh-pages-and-keeps-contents
-  "PREFAULT maps in the pages of a fresh mapping (when the kernel has
-MADV_POPULATE_WRITE) a megabyte at a time, leaves ranges under
-+PREFAULT-BYTES+ alone and megabytes already mapped for the most part, keeps
-every byte the pages held, and stops at the partial pages of unaligned ends."
-  (let* ((mb binstore::+prefault-chunk-pages+) ; pages in a megabyte
-         (pages (* 3 mb))
-         (region (binstore::map-region (* pages binstore::+page-bytes+)))
-         (base (binstore::region-address region))
-         (written (append (loop for i below 150 collect i)             ; 104 of 254 left
-                          (loop for i from (* 2 mb) repeat 200 collect i)))) ; 56 of 256 left
-    (flet ((page (i) (sb-sys:int-sap (+ base (* i binstore::+page-bytes+)))))
-      (unwind-protect
-           (progn
-             (is (= 0 (pages-mapped base pages)) "a fresh mapping has no page mapped")
-             (binstore::prefault base (1- binstore::+prefault-bytes+))
-             (is (= 0 (pages-mapped base pages)) "a short range is left alone")
-             (dolist (i written)
-               (setf (sb-sys:sap-ref-8 (page i) 0) (1+ (mod i 255))))
-             ;; the first megabyte and the second, each unaligned at both ends
-             ;; (their whole pages: 1 to mb-2, mb+1 to 2mb-2), and the third
-             (binstore::prefault (+ base 5) (- (* mb binstore::+page-bytes+) 10))
-             (binstore::prefault (+ base (* mb binstore::+page-bytes+) 1)
-                                 (- (* mb binstore::+page-bytes+) 2))
-             (binstore::prefault (sb-sys:sap-int (page (* 2 mb))) (* mb binstore::+page-bytes+))
-             (when binstore::**populate-write-works**
-               (is (= (1- mb) (pages-mapped base mb)) "populated: all but the last page")
-               (is (= (- mb 2) (pages-mapped (sb-sys:sap-int (page mb)) mb))
-                   "populated: all but the first and last pages")
-               (is (= 200 (pages-mapped (sb-sys:sap-int (page (* 2 mb))) mb))
-                   "fewer than a quarter unmapped: left to fault"))
-             (is (loop for i below pages
-                       always (= (sb-sys:sap-ref-8 (page i) 0)
-                                 (if (member i written) (1+ (mod i 255)) 0)))))
-        (binstore::unmap-region region))))
-  ;; through store and restore: vectors large enough to be prefaulted, after
-  ;; a collection has handed free pages back
-  (let* ((doubles (make-array 100000 :element-type 'double-float))
-         (octets (make-array 300001 :element-type '(unsigned-byte 8)))
+  "With small pages only, PREFAULT maps in the pages of a fresh mapping
+(when the kernel has MADV_POPULATE_WRITE) in chunks ending at 2 MiB
+boundaries, leaves ranges under +PREFAULT-BYTES+ alone and chunks already
+mapped for the most part, keeps every byte the pages held, and stops at the
+partial pages of unaligned ends."
+  (let* ((chunk binstore::+prefault-chunk-pages+) ; pages in 2 MiB
+         (pages (* 3 chunk))
+         (binstore:*huge-pages* nil)
+         (written (append (loop for i below 150 collect i)                 ; 362 of 512 left
+                          (loop for i from (* 2 chunk) repeat 400 collect i)))) ; 112 of 512 left
+    (call-with-aligned-region
+     3 (lambda (base)
+         (flet ((page (i) (sb-sys:int-sap (+ base (* i binstore::+page-bytes+)))))
+           (is (= 0 (pages-mapped base pages)) "a fresh mapping has no page mapped")
+           (binstore::prefault base (1- binstore::+prefault-bytes+))
+           (is (= 0 (pages-mapped base pages)) "a short range is left alone")
+           (dolist (i written)
+             (setf (sb-sys:sap-ref-8 (page i) 0) (1+ (mod i 255))))
+           ;; the first chunk and the second, each unaligned at both ends
+           ;; (their whole pages: 1 to chunk-2, chunk+1 to 2chunk-2), then the third
+           (binstore::prefault (+ base 5) (- (* chunk binstore::+page-bytes+) 10))
+           (binstore::prefault (+ base (* chunk binstore::+page-bytes+) 1)
+                               (- (* chunk binstore::+page-bytes+) 2))
+           (binstore::prefault (sb-sys:sap-int (page (* 2 chunk))) (* chunk binstore::+page-bytes+))
+           (when binstore::**populate-write-works**
+             (is (= (1- chunk) (pages-mapped base chunk)) "populated: all but the last page")
+             (is (= (- chunk 2) (pages-mapped (sb-sys:sap-int (page chunk)) chunk))
+                 "populated: all but the first and last pages")
+             (is (= 400 (pages-mapped (sb-sys:sap-int (page (* 2 chunk))) chunk))
+                 "fewer than a quarter unmapped: left to fault"))
+           (is (loop for i below pages
+                     always (= (sb-sys:sap-ref-8 (page i) 0)
+                               (if (member i written) (1+ (mod i 255)) 0)))))))))
+
+(test prefault-makes-huge-pages-of-whole-unmapped-chunks
+  "Where huge pages work, PREFAULT makes each whole aligned 2 MiB chunk of
+the range none of whose pages is mapped one huge page, and maps the pages
+of the others and of the range's partial ends one by one; every byte keeps
+its value.  With *HUGE-PAGES* false it makes none."
+  (let ((chunk binstore::+prefault-chunk-pages+)
+        (page-bytes binstore::+page-bytes+)
+        (chunk-bytes binstore::+huge-page-bytes+))
+    (unless (binstore::huge-pages-p)
+      (skip "no huge pages here"))
+    (when (binstore::huge-pages-p)
+      (call-with-aligned-region
+       4 (lambda (base)
+           (flet ((chunk (i) (+ base (* i chunk-bytes))))
+             (setf (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345) 99) ; chunk 2 has a page
+             (let ((before (huge-kilobytes-at base)))
+               ;; from 3 pages below chunk 1 to 5 pages into chunk 3
+               (binstore::prefault (- (chunk 1) (* 3 page-bytes))
+                                   (+ (* 2 chunk-bytes) (* 8 page-bytes)))
+               (is (= (+ before 2048) (huge-kilobytes-at base)) "one huge page: chunk 1")
+               (is (= 3 (pages-mapped (- (chunk 1) (* 3 page-bytes)) 3)) "the pages below it")
+               (is (= chunk (pages-mapped (chunk 1) chunk)))
+               (is (= chunk (pages-mapped (chunk 2) chunk)) "chunk 2 in small pages")
+               (is (= 5 (pages-mapped (chunk 3) chunk)) "and 5 pages of chunk 3")
+               (is (= 99 (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345)))
+               (is (loop for a from (- (chunk 1) (* 3 page-bytes)) below (chunk 2)
+                         always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap a) 0)))))))))
+    (call-with-aligned-region
+     2 (lambda (base)
+         (let ((before (huge-kilobytes-at base))
+               (binstore:*huge-pages* nil))
+           (binstore::prefault base (* 2 chunk-bytes))
+           (when binstore::**populate-write-works**
+             (is (= (* 2 chunk) (pages-mapped base (* 2 chunk)))))
+           (unless (search "[always]" (or (ignore-errors
+                                           (with-open-file (in "/sys/kernel/mm/transparent_hugepage/enabled")
+                                             (read-line in nil)))
+                                          ""))
+             (is (= before (huge-kilobytes-at base)) "no huge page when turned off")))))))
+
+(test prefault-through-store-and-restore
+  "Vectors large enough to be prefaulted (some over several huge pages) and
+a list long enough to move the runway past a few, stored and restored after
+a collection has handed free pages back, with huge pages and without, from
+a vector and from a file, equal the originals."
+  (let* ((doubles (make-array 600000 :element-type 'double-float))
+         (octets (make-array 3000001 :element-type '(unsigned-byte 8)))
          (fixnums (make-array 50000 :element-type 'fixnum))
          (general (make-array 20000))
-         (data (list doubles octets fixnums general)))
+         (floats (loop for i below 300000 collect (* i 0.75d0)))
+         (data (list doubles octets fixnums general floats)))
     (dotimes (i 20000) (setf (svref general i) (if (evenp i) i (list i))))
-    (dotimes (i 100000) (setf (aref doubles i) (* i 1.25d0)))
-    (dotimes (i 300001) (setf (aref octets i) (mod (* i 31) 256)))
+    (dotimes (i 600000) (setf (aref doubles i) (* i 1.25d0)))
+    (dotimes (i 3000001) (setf (aref octets i) (mod (* i 31) 256)))
     (dotimes (i 50000) (setf (aref fixnums i) (* (- i 25000) 1234567891)))
-    (sb-ext:gc :full t)
-    (let ((bytes (binstore:store nil data)))
+    (dolist (binstore:*huge-pages* '(t nil))
       (sb-ext:gc :full t)
-      (is (equalp data (binstore:restore bytes)))
-      (call-with-temporary-directory
-       (lambda (directory)
-         (let ((pathname (merge-pathnames "large.bst" directory)))
-           (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8))
-             (write-sequence bytes out))
-           (sb-ext:gc :full t)
-           (with-open-file (in pathname :element-type '(unsigned-byte 8))
-             (is (equalp data (binstore:restore in))))))))))
+      (let ((bytes (binstore:store nil data)))
+        (sb-ext:gc :full t)
+        (is (equalp data (binstore:restore bytes)) "huge pages ~s" binstore:*huge-pages*)
+        (call-with-temporary-directory
+         (lambda (directory)
+           (let ((pathname (merge-pathnames "large.bst" directory)))
+             (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8))
+               (write-sequence bytes out))
+             (sb-ext:gc :full t)
+             (with-open-file (in pathname :element-type '(unsigned-byte 8))
+               (is (equalp data (binstore:restore in)) "from a file, huge pages ~s"
+                   binstore:*huge-pages*)))))))))
 
 ;;; The heap's runway (EXTEND-RUNWAY, KEEP-RUNWAY)
 
@@ -688,6 +761,7 @@ its limit; only the new part when the point lies in the runway before; and
 nothing when the new part is shorter than +PREFAULT-BYTES+, though the runway
 it returns reaches that far.  The pages keep what they held."
   (let* ((pages 1024)                   ; 4 MB
+         (binstore:*huge-pages* nil)
          (region (binstore::map-region (* pages binstore::+page-bytes+)))
          (base (binstore::region-address region))
          (kb 1024)
@@ -736,6 +810,37 @@ it returns reaches that far.  The pages keep what they held."
              (is (loop for i from 41 below (* 1000 kb)
                        always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap base) i)))))
         (binstore::unmap-region region)))))
+
+(test runway-reaches-huge-page-boundaries
+  "Where huge pages work, EXTEND-RUNWAY goes on to the next 2 MiB boundary
+when its reach goes that far (so the next extension maps a whole huge page),
+and stops at point, bytes and +RUNWAY-BYTES+ when it does not."
+  (let ((chunk-bytes binstore::+huge-page-bytes+)
+        (kb 1024))
+    (unless (binstore::huge-pages-p)
+      (skip "no huge pages here"))
+    (when (binstore::huge-pages-p)
+      (call-with-aligned-region
+       4 (lambda (base)
+           (flet ((runway (&rest arguments)
+                    (multiple-value-list
+                     (apply #'binstore::extend-runway
+                            (append arguments (list (+ base (* 4 chunk-bytes))))))))
+             ;; a reach short of the boundary: as without huge pages
+             (is (equal (list (+ base 100) (+ base 100 1000 binstore::+runway-bytes+))
+                        (runway (+ base 100) 1000 0 0 (* 600 kb))))
+             ;; a long reach: on to the boundary
+             (destructuring-bind (start end) (runway (+ base 100) 1000 0 0 (* 100 1024 kb))
+               (is (= start (+ base 100)))
+               (is (= end (+ base chunk-bytes)))
+               ;; near that end: the next chunk, whole, as a huge page
+               (let ((before (huge-kilobytes-at base))
+                     (point (- end (* 10 kb))))
+                 (is (equal (list point (+ base (* 2 chunk-bytes)))
+                            (runway point 1000 start end (* 100 1024 kb))))
+                 (is (= (+ before 2048) (huge-kilobytes-at base)))
+                 (is (= binstore::+prefault-chunk-pages+
+                        (pages-mapped end binstore::+prefault-chunk-pages+)))))))))))
 
 (test runways-follow-the-points-that-move
   "LOOK-AT-RUNWAY only notes the point at its first look, extends the runway

@@ -669,6 +669,22 @@ more room (only when N reached a varint length with the last car)."
 
 ;;; Decoding -----------------------------------------------------------
 
+(defun make-long-list (rs n)
+  "A fresh list of N conses, consed +LOOK-BYTES+ at a time on the runway of
+conses (KEEP-RUNWAYS before each piece).  MAKE-LIST would make a list this
+long one large object, on pages of its own that no runway maps ahead, each
+faulted in as it is written after a full collection."
+  (declare (type restore-state rs) (type index n) (optimize speed))
+  (let ((list '())
+        (left n))
+    (declare (type index left))
+    (loop while (> left 0)
+          do (let ((k (min left (floor +look-bytes+ 16))))
+               (keep-runways rs (* 16 k))
+               (loop repeat k do (push nil list))
+               (decf left k)))
+    list))
+
 (defun read-list-header (rs tag)
   "Allocate the run announced by TAG (its conses get ids when the stream
 tracks conses); return it and its tag (the fill info)."
@@ -682,7 +698,9 @@ tracks conses); return it and its tag (the fill info)."
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
     (charge rs (* 16 n))
-    (let ((run (make-list n)))
+    (let ((run (if (< (* 16 n) +prefault-bytes+)
+                   (make-list n)
+                   (make-long-list rs n))))
       (when (rs-track-conses rs)
         (register-run rs run n))
       (values run tag))))

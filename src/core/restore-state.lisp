@@ -316,16 +316,18 @@ one READ-VARINT accepts)."
       (undefined-id rs id small)))
 
 (defun runway-reach (rs)
-  "How far the next runway may reach past the allocation about to be made:
-+RUNWAY-BYTES+, and when the whole input is in the window no further than
-the rest of it promises at the rate of small objects so far (so a restore
-about to end maps little it will not use)."
+  "How far the next runway may reach past the allocation about to be made,
+before LOOK-AT-RUNWAY bounds it by what the point has moved so far and
+EXTEND-RUNWAY by +RUNWAY-BYTES+ (or the next huge page boundary): when the
+whole input is in the window, what the rest of it promises at the rate of
+small objects so far (so a restore about to end maps little it will not
+use); from a stream, which does not tell, the heap's size."
   (declare (type restore-state rs))
-  (let ((ib (rs-ibuf rs)))
+  (let ((ib (rs-ibuf rs))
+        (heap (sb-ext:dynamic-space-size)))
     (if (ibuf-refill-fn ib)
-        +runway-bytes+
-        (min +runway-bytes+
-             (ceiling (* (rs-allocated rs) (available ib)) (max 1 (ibuf-offset ib)))))))
+        heap
+        (min heap (ceiling (* (rs-allocated rs) (available ib)) (max 1 (ibuf-offset ib)))))))
 
 (defun look-at-runways (rs)
   "KEEP-RUNWAYS' look, every +LOOK-BYTES+ of small objects from the first

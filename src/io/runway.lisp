@@ -13,7 +13,15 @@
 ;;;; nears the end of its runway gets the next stretch mapped, as long as
 ;;;; the point has moved so far and at most +RUNWAY-BYTES+, which bounds
 ;;;; what a restore can map and not use (the restore bounds it closer when
-;;;; the input is in memory: RUNWAY-REACH).
+;;;; the input is in memory: RUNWAY-REACH).  Where that reach goes past the
+;;;; next 2 MiB boundary anyway, the runway ends there instead, so that the
+;;;; stretch after it is mapped whole, as one huge page (see prefault.lisp):
+;;;; what a restore can map and not use grows by less than 2 MiB, and only
+;;;; for one that has allocated about that much already.
+;;;;
+;;;; A long list is consed on the runway too, a piece at a time
+;;;; (MAKE-LONG-LIST): MAKE-LIST would make it one large object, on pages
+;;;; of its own that no runway reaches.
 
 (in-package #:binstore)
 
@@ -57,13 +65,22 @@ its next other small object; 0 when that is not known: the region is closed
 through BYTES about to be allocated there and min(REACH, +RUNWAY-BYTES+)
 beyond, up to LIMIT at most, except those of the runway [START, END) mapped
 before, where POINT still lies in it; nothing when that is under
-+PREFAULT-BYTES+.  Return the
-new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
++PREFAULT-BYTES+.  When REACH itself goes as far as the next 2 MiB
+boundary past that, and huge pages are to be had, up to that boundary.
+Return the new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
 BYTES at least, mapped or not, so that the next call comes that much later,
 and never ends before the old runway containing POINT."
   (declare (type sb-ext:word point start end limit) (type index bytes reach))
   (let* ((inside (and (<= start point) (< point end)))
-         (to (min limit (+ point bytes (min reach +runway-bytes+))))
+         (to (min limit
+                  (let* ((to (+ point bytes (min reach +runway-bytes+)))
+                         (boundary (logandc2 (+ to (1- +huge-page-bytes+))
+                                             (1- +huge-page-bytes+))))
+                    ;; on to the next huge page boundary when the reach goes
+                    ;; that far anyway, so that PREFAULT meets whole ones
+                    (if (and (>= (+ point bytes reach) boundary) (huge-pages-p))
+                        boundary
+                        to))))
          ;; from the start of the page holding the old end (left out as it
          ;; was only partly in the runway), or the point's
          (from (logandc2 (if inside end point) (1- +page-bytes+))))
