@@ -21,8 +21,10 @@
 ;;;; and the kernel's background collapsing are left as they were.  It is
 ;;;; only tried when a probe on memory of its own succeeded (the kernel
 ;;;; has it and huge pages are not set to never), and *HUGE-PAGES* turns
-;;;; it off; a collapse that fails (no huge page free) falls back to small
-;;;; pages for the rest of the call.
+;;;; it off.  Where huge pages are scarce the kernel compacts memory to
+;;;; make each, which can cost milliseconds: a collapse that fails or takes
+;;;; longer than the small pages would holds huge pages off for the next
+;;;; 16 chunks (TRY-HUGE-PAGE).
 ;;;;
 ;;;; On pages already mapped, the usual case between full collections,
 ;;;; POPULATE_WRITE still walks every page (about 0.17 µs each, against the
@@ -122,6 +124,38 @@ collapse it; true if that worked.  The memory reads as before (zeros)."
   (and (populate start +page-bytes+)
        (= 0 (madvise start +huge-page-bytes+ +madv-collapse+))))
 
+(defconstant +slow-collapse-microseconds+ 1000
+  "A collapse taking longer than this cost more than mapping its 512 small
+pages would have (740–840 µs): the kernel had to compact memory to find a
+huge page, and may have to again.")
+
+(defconstant +chunks-after-slow-collapse+ 16
+  "Whole chunks mapped in small pages after a collapse that failed or was
+slow, before huge pages are tried again.")
+
+#+linux
+(sb-ext:defglobal **small-chunks-to-go** 0
+  "Whole chunks still to map in small pages after a collapse that failed or
+was slow (threads may race on it: it only paces the tries).")
+
+#+linux
+(defun try-huge-page (start)
+  "MAKE-HUGE-PAGE at START unless a recent collapse failed or was slow; true
+if it made one.  One that fails or is slow holds off the next
++CHUNKS-AFTER-SLOW-COLLAPSE+ tries: where huge pages are scarce, the kernel
+compacts memory for each, which costs more than the small pages do."
+  (declare (type sb-ext:word start))
+  (let ((to-go **small-chunks-to-go**))
+    (if (> to-go 0)
+        (progn (setf **small-chunks-to-go** (1- to-go)) nil)
+        (let* ((begun (get-internal-real-time))
+               (made (make-huge-page start))
+               (microseconds (* (- (get-internal-real-time) begun)
+                                (/ 1000000 internal-time-units-per-second))))
+          (when (or (not made) (> microseconds +slow-collapse-microseconds+))
+            (setf **small-chunks-to-go** +chunks-after-slow-collapse+))
+          made))))
+
 #+linux
 (defun thp-never-p ()
   "Whether the administrator has turned transparent huge pages off (or the
@@ -165,14 +199,13 @@ made once, agree."
 (defun populate-chunk (start pages huge)
   "Populate the PAGES pages from the page address START when at least a
 quarter of them are not mapped; when HUGE (they are a whole aligned huge
-page's) and none is, try making them a huge page first.  True unless a
-huge page was tried and failed."
+page's) and none is, try making them a huge page first (TRY-HUGE-PAGE)."
   (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
   (let ((unmapped (unmapped-pages start pages)))
-    (cond ((not (and unmapped (>= (* 4 unmapped) pages))) t)
-          ((and huge (= unmapped pages) (make-huge-page start)) t)
-          (t (populate start (* pages +page-bytes+))
-             (not (and huge (= unmapped pages)))))))
+    (when (and unmapped
+               (>= (* 4 unmapped) pages)
+               (not (and huge (= unmapped pages) (try-huge-page start))))
+      (populate start (* pages +page-bytes+)))))
 
 (defun prefault (address count)
   "Map in the whole pages of the COUNT bytes at ADDRESS (an integer: memory
@@ -190,9 +223,7 @@ range shorter than +PREFAULT-BYTES+.  Returns nothing."
             do (let* ((next (min end (+ (logandc2 page (1- +huge-page-bytes+))
                                         +huge-page-bytes+)))
                       (pages (floor (- next page) +page-bytes+)))
-                 ;; after a failed collapse (no huge page free), small pages only
-                 (unless (populate-chunk page pages (and huge (= pages +prefault-chunk-pages+)))
-                   (setf huge nil))
+                 (populate-chunk page pages (and huge (= pages +prefault-chunk-pages+)))
                  (setf page next)))))
   #-linux (declare (ignore address count))
   (values))
