@@ -541,39 +541,47 @@ hashing, with a run still open."
       (binstore::release-identity-table table))))
 
 (test repeated-doubles-in-runs-of-doubles
-  "Runs of doubles alone, read by the loop that holds the seen bits it sets
-in a register: a double repeated right after itself, a few later (in the
-same word of bits), some hundred later (another word) and thousands later
-(another chunk), restores EQ to its first occurrence and nothing else is
-merged; so too with a collection in the middle of storing."
-  (dolist (collect '(nil t))
-    (let* ((n 6000)
-           (repeats '((1 . 0) (5 . 2) (6 . 2) (300 . 40) (301 . 300) (5000 . 700) (5999 . 5998)))
-           (numbers (make-array n)))
-      (dotimes (i n)
-        (let ((repeat (assoc i repeats)))
-          (setf (aref numbers i)
-                (if repeat (aref numbers (cdr repeat)) (+ 0.25d0 i)))))
-      (let* ((data (coerce numbers 'list))
-             (copy (if collect
-                       (let* ((done nil)
-                              (collector (sb-thread:make-thread
-                                          (lambda () (loop until done do (sb-ext:gc) (sleep 0.0005))))))
-                         (unwind-protect
-                              (loop repeat 20
-                                    collect (binstore:restore
-                                             (binstore:store nil data :track-references t)))
-                           (setf done t)
-                           (sb-thread:join-thread collector)))
-                       (list (binstore:restore (binstore:store nil data :track-references t))))))
-        (dolist (copy copy)
-          (let ((objects (coerce copy 'vector))
-                (distinct (make-hash-table :test 'eq)))
-            (is (equal data copy))
-            (is (loop for (at . of) in repeats
-                      always (eq (aref objects at) (aref objects of))))
-            (loop for x across objects do (setf (gethash x distinct) t))
-            (is (= (- n (length repeats)) (hash-table-count distinct)))))))))
+  "Runs of doubles alone, or of complexes of doubles alone, in a list or a
+simple vector, read by the loops that hold the seen bits they set in a
+register: a box repeated right after itself, a few later (in the same word
+of bits), some hundred later (another word) and thousands later (another
+chunk), restores EQ to its first occurrence and nothing else is merged; so
+too with a collection in the middle of storing."
+  (flet ((copies (data collect)
+           (if collect
+               (let* ((done nil)
+                      (collector (sb-thread:make-thread
+                                  (lambda () (loop until done do (sb-ext:gc) (sleep 0.0005))))))
+                 (unwind-protect
+                      (loop repeat 20
+                            collect (binstore:restore
+                                     (binstore:store nil data :track-references t)))
+                   (setf done t)
+                   (sb-thread:join-thread collector)))
+               (list (binstore:restore (binstore:store nil data :track-references t))))))
+    (dolist (collect '(nil t))
+      (dolist (make (list (lambda (i) (+ 0.25d0 i))
+                          (lambda (i) (complex (+ 0.25d0 i) -2d0))))
+        (dolist (container '(list simple-vector))
+          (let* ((n 6000)
+                 (repeats '((1 . 0) (5 . 2) (6 . 2) (300 . 40) (301 . 300) (5000 . 700)
+                            (5999 . 5998)))
+                 (numbers (make-array n)))
+            (dotimes (i n)
+              (let ((repeat (assoc i repeats)))
+                (setf (aref numbers i)
+                      (if repeat (aref numbers (cdr repeat)) (funcall make i)))))
+            (let ((data (coerce numbers container)))
+              (dolist (copy (copies data collect))
+                (let ((objects (coerce copy 'vector))
+                      (distinct (make-hash-table :test 'eq)))
+                  (is (equalp data copy))
+                  (is (typep copy container))
+                  (is (loop for (at . of) in repeats
+                            always (eq (aref objects at) (aref objects of)))
+                      "~s, collecting ~s" container collect)
+                  (loop for x across objects do (setf (gethash x distinct) t))
+                  (is (= (- n (length repeats)) (hash-table-count distinct))))))))))))
 
 (test repeated-numbers-in-runs-of-fresh-ones
   "Long lists of fresh doubles and complexes, written by the loop that gives

@@ -90,16 +90,6 @@ straight into the window with one bounds check each."
   "A cons that no list holds: the MARK of a walk whose length is known, which
 needs no check for a cycle (see NEXT-IN-RUN).")
 
-(declaim (inline next-in-run))
-(defun next-in-run (c mark list)
-  "The cdr of the cons C, in a walk of LIST that keeps the cons MARK for
-Brent's method (see WRITE-CARS-COUNTING): reaching MARK means LIST is
-circular.  A walk whose length is known passes *NO-MARK*."
-  (let ((next (cdr c)))
-    (when (eq next mark)
-      (circular-list-error list))
-    next))
-
 (declaim (inline put-number-cars))
 (defun put-number-cars (sap p c k mark packed refs list)
   "Store the cars from the cons C on at SAP+P, at most K of them, for as
@@ -186,65 +176,14 @@ that is not a fixnum does, so reaching the end costs no test of its own."
     (values (sb-sys:sap- out sap) c (- k left))))
 
 (defun put-tracked-double-cars (window-address p c k mark refs list)
-  "PUT-TRACKED-CARS for a run of double-floats, new ones of the chunk of
-the heap met last, while REFS is in seen bits (see SEEN-BITS-STATE): each
-takes its id with no call, and with no store to the table until the end.
-Returns as PUT-TRACKED-CARS does, having stored none when REFS is not in
-seen bits; a double it does not take (met before, or in another chunk) is
-left to PUT-LEAF."
-  (declare (type sb-ext:word window-address) (type index p k) (type cons c)
-           (type identity-table refs) (optimize speed))
-  (multiple-value-bind (objects entry bits base chunk epoch) (seen-bits-state refs)
-    (unless objects
-      (return-from put-tracked-double-cars (values p c 0)))
-    (let* ((sap (sb-sys:int-sap window-address))
-           (out (sb-sys:sap+ sap p))
-           (left k)
-           (limit (length (the simple-vector objects)))
-           (wk -1)
-           (word 0))
-      (declare (type index entry base left limit) (type fixnum wk chunk)
-               (type sb-ext:word word) (type simple-vector objects)
-               (type (simple-array sb-ext:word (*)) bits))
-      (flet ((finish (reached)
-               (settle-seen-bits refs entry wk word)
-               (values (sb-sys:sap- out sap) reached (- k left))))
-        (declare (inline finish))
-        (loop
-          (when (zerop left)
-            (return))
-          (let ((x (car c)))
-            (unless (typep x 'double-float)
-              (return))
-            ;; the address first, then the epoch: a collection after the
-            ;; check leaves the bits and the address of the same epoch
-            (let ((address (sb-kernel:get-lisp-obj-address x)))
-              (unless (and (eq epoch sb-kernel::*gc-epoch*)
-                           (= (address-chunk address) chunk)
-                           (< entry limit))
-                (return))
-              (let* ((granule (address-granule address))
-                     ;; within the chunk's block, so within BITS
-                     (w (sb-ext:truly-the index (+ base (ash granule -6))))
-                     (bit (ash 1 (logand granule 63))))
-                (unless (= w wk)
-                  (locally (declare (optimize (safety 0)))
-                    (when (>= wk 0)
-                      (setf (aref bits wk) word))
-                    (setf wk w
-                          word (aref bits w))))
-                (when (logtest word bit)
-                  (return))
-                (setf word (logior word bit)
-                      (svref objects entry) x
-                      entry (1+ entry)
-                      out (put-double-float out x)
-                      left (1- left)))))
-          (let ((next (next-in-run c mark list)))
-            (unless (consp next)
-              (return-from put-tracked-double-cars (finish next)))
-            (setf c next)))
-        (finish c)))))
+  "PUT-TRACKED-BOXES for the double-floats among the cars from the cons C
+on, at most K: PUT-TRACKED-CARS without a call for each."
+  (put-tracked-boxes window-address p c 0 k mark list refs nil nil))
+
+(defun put-tracked-complex-cars (window-address p c k mark refs list)
+  "PUT-TRACKED-BOXES for the complexes of double-floats among the cars from
+the cons C on, at most K."
+  (put-tracked-boxes window-address p c 0 k mark list refs t nil))
 
 (defun put-leaf-cars (window-address p c k mark packed refs list)
   "Write the cars from the cons C on at WINDOW-ADDRESS+P, at most K of them,
@@ -271,6 +210,8 @@ function not inline is boxed, 16 bytes of garbage for each call."
                  (put-fixnum-cars window-address p c k mark list))
                 ((and refs (typep (car c) 'double-float))
                  (put-tracked-double-cars window-address p c (- k written) mark refs list))
+                ((and refs (typep (car c) '(complex double-float)))
+                 (put-tracked-complex-cars window-address p c (- k written) mark refs list))
                 (refs (put-tracked-cars window-address p c (- k written) mark refs list))
                 (t (put-plain-cars window-address p c (- k written) mark list)))
         (declare (type index q n))

@@ -368,6 +368,111 @@ are read unchecked)."
                       i (+ i 1)))))))
     (values (sb-sys:sap- out sap) i)))
 
+(declaim (ftype (function (t) nil) circular-list-error)) ; lists.lisp: signals
+
+(declaim (inline next-in-run))
+(defun next-in-run (c mark list)
+  "The cdr of the cons C, in a walk of LIST that keeps the cons MARK for
+Brent's method (see WRITE-CARS-COUNTING): reaching MARK means LIST is
+circular.  A walk whose length is known passes *NO-MARK*."
+  (let ((next (cdr c)))
+    (when (eq next mark)
+      (circular-list-error list))
+    next))
+
+(declaim (inline put-tracked-boxes))
+(defun put-tracked-boxes (window-address p source start k mark list refs complex vector)
+  "Store at WINDOW-ADDRESS+P (an integer, as for PUT-PLAIN-ELEMENTS) boxes
+of a run: double-floats, or with COMPLEX complexes of double-floats, new
+ones of the chunk of the heap met last, while REFS is in seen bits (see
+SEEN-BITS-STATE), each taking its id with no call, and with no store to the
+table until the end.  With VECTOR, SOURCE is a simple vector and the run
+its elements from START below K (within it: checked once, then read
+unchecked); return the offset after them and the index of the first one not
+stored.  Otherwise SOURCE is a cons and the run at most K cars of the chain
+from it (MARK and LIST as for NEXT-IN-RUN); return the offset, the cons
+reached (the one whose car was not stored, or the cdr after the last car
+stored) and how many were stored.  None is stored when REFS is not in seen
+bits; a box not taken (met before, or in another chunk) is left to PUT-LEAF.
+Inlined with COMPLEX and VECTOR constant: one loop for each kind of box and
+source (PUT-TRACKED-DOUBLE-CARS and the others below)."
+  (declare (type sb-ext:word window-address) (type index p start k)
+           (type identity-table refs) (optimize speed))
+  (when (and vector (> k (length (the simple-vector source))))
+    (error "put-tracked-boxes: end ~d past a vector of ~d" k (length source)))
+  (multiple-value-bind (ready objects entry bits base chunk epoch) (seen-bits-state refs)
+    (let* ((sap (sb-sys:int-sap window-address))
+           (out (sb-sys:sap+ sap p))
+           (i start)                    ; the vector's index
+           (c (if vector nil source))   ; the list's cons
+           (left (if vector 0 k))       ; the list's cars still allowed
+           (limit (length objects))
+           (wk -1)
+           (word 0))
+      (declare (type index entry i left) (type fixnum wk) (type sb-ext:word word)
+               (type list c))
+      (flet ((finish (reached)
+               (settle-seen-bits refs entry wk word)
+               (if vector
+                   (values (sb-sys:sap- out sap) i)
+                   (values (sb-sys:sap- out sap) reached (- k left)))))
+        (declare (inline finish))
+        (unless ready
+          (return-from put-tracked-boxes
+            (if vector (values p start) (values p source 0))))
+        (loop
+          (when (if vector (>= i k) (zerop left))
+            (return))
+          (let ((x (if vector
+                       (locally (declare (optimize (safety 0))) ; I is below K, within SOURCE
+                         (svref source i))
+                       (car c))))
+            (unless (if complex
+                        (typep x '(complex double-float))
+                        (typep x 'double-float))
+              (return))
+            ;; the address first, then the epoch: a collection after the
+            ;; check leaves the bits and the address of the same epoch
+            (let ((address (sb-kernel:get-lisp-obj-address x)))
+              (unless (and (eq epoch sb-kernel::*gc-epoch*)
+                           (= (address-chunk address) chunk)
+                           (< entry limit))
+                (return))
+              (let* ((granule (address-granule address))
+                     ;; within the chunk's block, so within BITS
+                     (w (sb-ext:truly-the index (+ base (ash granule -6))))
+                     (bit (ash 1 (logand granule 63))))
+                (unless (= w wk)
+                  (locally (declare (optimize (safety 0)))
+                    (when (>= wk 0)
+                      (setf (aref bits wk) word))
+                    (setf wk w
+                          word (aref bits w))))
+                (when (logtest word bit)
+                  (return))
+                (setf word (logior word bit))
+                ;; ENTRY < LIMIT, the vector's length: tested above
+                (locally (declare (optimize (safety 0)))
+                  (setf (svref objects entry) x))
+                (setf entry (1+ entry)
+                      out (if complex (put-complex-float out x) (put-double-float out x))))))
+          (if vector
+              (incf i)
+              (let ((next (next-in-run c mark list)))
+                (decf left)
+                (unless (consp next)
+                  (return-from put-tracked-boxes (finish next)))
+                (setf c next))))
+        (finish c)))))
+
+(defun put-tracked-double-elements (window-address p v start end refs)
+  "PUT-TRACKED-BOXES for the double-floats of the simple vector V."
+  (put-tracked-boxes window-address p v start end nil nil refs nil t))
+
+(defun put-tracked-complex-elements (window-address p v start end refs)
+  "PUT-TRACKED-BOXES for the complexes of double-floats of the simple vector V."
+  (put-tracked-boxes window-address p v start end nil nil refs t t))
+
 (defun write-leaf-elements (ob v start end refs)
   "Write the elements of V from START below END for as long as PUT-LEAF
 takes them; return the index of the first one not written."
@@ -398,6 +503,17 @@ takes them; return the index of the first one not written."
                     (put-plain-elements (obuf-base ob) p v i stop (null refs))))
                 (unless (< i stop)
                   (return))
+                ;; new doubles or complexes, while the table is in seen bits
+                (when refs
+                  (let ((x (svref v i)))
+                    (cond ((typep x 'double-float)
+                           (multiple-value-setq (p i)
+                             (put-tracked-double-elements (obuf-base ob) p v i stop refs)))
+                          ((typep x '(complex double-float))
+                           (multiple-value-setq (p i)
+                             (put-tracked-complex-elements (obuf-base ob) p v i stop refs)))))
+                  (unless (< i stop)
+                    (return)))
                 (let ((q (put-leaf sap p (svref v i) refs)))
                   (unless q
                     (setf (obuf-pos ob) p)

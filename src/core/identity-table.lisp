@@ -566,36 +566,35 @@ table's count) and return -1.  One look where GET then ADD would take two."
         ((mark-seen table object) (get-or-add-met-again table object))
         (t (append-object table object))))
 
-;;; The loops that write a list's numbers keep their variables in
-;;; registers only as long as they call nothing.  What follows is the one
-;;; case of GET-OR-ADD they take without a call: a new object in the chunk
-;;; met last, the common case for a list of doubles, allocated in order and
+;;; The loops that write numbers keep their variables in registers only as
+;;; long as they call nothing.  What follows is the one case of GET-OR-ADD
+;;; they take without a call: a new object in the chunk met last, the
+;;; common case for doubles in a list or a vector, allocated in order and
 ;;; never met again.  SEEN-BITS-STATE says whether the table allows it, and
-;;; gives what it takes.  The loop over a run of doubles
-;;; (PUT-TRACKED-DOUBLE-CARS) holds the word of seen bits it is setting and
+;;; gives what it takes.  A loop over a run of boxes (PUT-TRACKED-BOXES,
+;;; in a list or a vector) holds the word of seen bits it is setting and
 ;;; the count of entries in variables, and writes them back at its end
-;;; (SETTLE-SEEN-BITS): in the table, each double would wait for the store
-;;; of the one before it to reach the load of its own (64 neighbouring
-;;; doubles share a word of bits).  The loop that meets a boxed number now
-;;; and then (PUT-NUMBER-CARS) takes one at a time, with
-;;; IDENTITY-TABLE-ADD-QUICKLY.
+;;; (SETTLE-SEEN-BITS): in the table, each box would wait for the store of
+;;; the one before it to reach the load of its own (64 neighbouring doubles
+;;; share a word of bits).  The loop that meets a boxed number now and then
+;;; (PUT-NUMBER-CARS) takes one at a time, with IDENTITY-TABLE-ADD-QUICKLY.
 
 (declaim (inline seen-bits-state settle-seen-bits))
 (defun seen-bits-state (table)
-  "When TABLE (not a table of runs) is in seen bits, indexed in the current
-GC epoch, with a chunk met last: what a loop adding new objects of that
-chunk with no call needs, the vector of objects, the number of entries, the
-seen bits, the first word of the chunk's block, the chunk and the epoch.
-Otherwise NIL.  The loop must stop at an object of another chunk, or when
-the epoch is no longer current, and call SETTLE-SEEN-BITS at its end."
+  "Whether TABLE (not a table of runs) is in seen bits, indexed in the
+current GC epoch, with a chunk met last, and what a loop adding new objects
+of that chunk with no call needs: the vector of objects, the number of
+entries, the seen bits, the first word of the chunk's block, the chunk and
+the epoch (the table's, whatever the first value: so each has its slot's
+type).  The loop must stop at an object of another chunk, or when the epoch
+is no longer current, and call SETTLE-SEEN-BITS at its end."
   (declare (type identity-table table))
-  (if (and (not (it-hashed table))
-           (null (it-lengths table))
-           (eq (it-epoch table) sb-kernel::*gc-epoch*)
-           (>= (it-last-chunk table) 0))
-      (values (it-objects table) (it-entries table) (it-bits table)
-              (it-last-base table) (it-last-chunk table) (it-epoch table))
-      nil))
+  (values (and (not (it-hashed table))
+               (null (it-lengths table))
+               (eq (it-epoch table) sb-kernel::*gc-epoch*)
+               (>= (it-last-chunk table) 0))
+          (it-objects table) (it-entries table) (it-bits table)
+          (it-last-base table) (it-last-chunk table) (it-epoch table)))
 
 (defun settle-seen-bits (table entries k word)
   "The end of a loop begun with SEEN-BITS-STATE, which put new objects in
