@@ -682,7 +682,7 @@ its value.  With *HUGE-PAGES* false it makes none."
        4 (lambda (base)
            (flet ((chunk (i) (+ base (* i chunk-bytes))))
              (setf (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345) 99) ; chunk 2 has a page
-             (setf binstore::**small-chunks-to-go** 0) ; no slow collapse just before
+             (setf binstore::**huge-pages-resume** 0) ; no pause after a slow collapse
              (let ((before (huge-kilobytes-at base)))
                ;; from 3 pages below chunk 1 to 5 pages into chunk 3
                (binstore::prefault (- (chunk 1) (* 3 page-bytes))
@@ -695,15 +695,18 @@ its value.  With *HUGE-PAGES* false it makes none."
                (is (= 99 (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345)))
                (is (loop for a from (- (chunk 1) (* 3 page-bytes)) below (chunk 2)
                          always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap a) 0))))))))
-      ;; after a failed or slow collapse, the next chunks come in small pages
+      ;; in the pause after a failed or slow collapse, small pages only
       (call-with-aligned-region
-       3 (lambda (base)
+       2 (lambda (base)
            (let ((before (huge-kilobytes-at base)))
-             (setf binstore::**small-chunks-to-go** 2)
-             (binstore::prefault base (* 3 chunk-bytes))
-             (is (= 0 binstore::**small-chunks-to-go**))
-             (is (= (* 3 chunk) (pages-mapped base (* 3 chunk))))
-             (is (= (+ before 2048) (huge-kilobytes-at base)) "only the third chunk huge")))))
+             (setf binstore::**huge-pages-resume**
+                   (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+             (binstore::prefault base chunk-bytes)
+             (is (= chunk (pages-mapped base chunk)))
+             (is (= before (huge-kilobytes-at base)) "none huge in the pause")
+             (setf binstore::**huge-pages-resume** 0)
+             (binstore::prefault (+ base chunk-bytes) chunk-bytes)
+             (is (= (+ before 2048) (huge-kilobytes-at base)) "after it, huge again")))))
     (call-with-aligned-region
      2 (lambda (base)
          (let ((before (huge-kilobytes-at base))
@@ -836,7 +839,7 @@ and stops at point, bytes and +RUNWAY-BYTES+ when it does not."
                     (multiple-value-list
                      (apply #'binstore::extend-runway
                             (append arguments (list (+ base (* 4 chunk-bytes))))))))
-             (setf binstore::**small-chunks-to-go** 0) ; no slow collapse just before
+             (setf binstore::**huge-pages-resume** 0) ; no pause after a slow collapse
              ;; a reach short of the boundary: as without huge pages
              (is (equal (list (+ base 100) (+ base 100 1000 binstore::+runway-bytes+))
                         (runway (+ base 100) 1000 0 0 (* 600 kb))))

@@ -21,10 +21,10 @@
 ;;;; and the kernel's background collapsing are left as they were.  It is
 ;;;; only tried when a probe on memory of its own succeeded (the kernel
 ;;;; has it and huge pages are not set to never), and *HUGE-PAGES* turns
-;;;; it off.  Where huge pages are scarce the kernel compacts memory to
-;;;; make each, which can cost milliseconds: a collapse that fails or takes
-;;;; longer than the small pages would holds huge pages off for the next
-;;;; 16 chunks (TRY-HUGE-PAGE).
+;;;; it off.  A collapse can cost milliseconds (the kernel compacting
+;;;; memory, or, in a virtual machine, the host faulting in a block it had
+;;;; taken back): one that fails or takes longer than the small pages would
+;;;; holds huge pages off for a quarter of a second (TRY-HUGE-PAGE).
 ;;;;
 ;;;; On pages already mapped, the usual case between full collections,
 ;;;; POPULATE_WRITE still walks every page (about 0.17 µs each, against the
@@ -124,38 +124,6 @@ collapse it; true if that worked.  The memory reads as before (zeros)."
   (and (populate start +page-bytes+)
        (= 0 (madvise start +huge-page-bytes+ +madv-collapse+))))
 
-(defconstant +slow-collapse-microseconds+ 1000
-  "A collapse taking longer than this cost more than mapping its 512 small
-pages would have (740–840 µs): the kernel had to compact memory to find a
-huge page, and may have to again.")
-
-(defconstant +chunks-after-slow-collapse+ 16
-  "Whole chunks mapped in small pages after a collapse that failed or was
-slow, before huge pages are tried again.")
-
-#+linux
-(sb-ext:defglobal **small-chunks-to-go** 0
-  "Whole chunks still to map in small pages after a collapse that failed or
-was slow (threads may race on it: it only paces the tries).")
-
-#+linux
-(defun try-huge-page (start)
-  "MAKE-HUGE-PAGE at START unless a recent collapse failed or was slow; true
-if it made one.  One that fails or is slow holds off the next
-+CHUNKS-AFTER-SLOW-COLLAPSE+ tries: where huge pages are scarce, the kernel
-compacts memory for each, which costs more than the small pages do."
-  (declare (type sb-ext:word start))
-  (let ((to-go **small-chunks-to-go**))
-    (if (> to-go 0)
-        (progn (setf **small-chunks-to-go** (1- to-go)) nil)
-        (let* ((begun (get-internal-real-time))
-               (made (make-huge-page start))
-               (microseconds (* (- (get-internal-real-time) begun)
-                                (/ 1000000 internal-time-units-per-second))))
-          (when (or (not made) (> microseconds +slow-collapse-microseconds+))
-            (setf **small-chunks-to-go** +chunks-after-slow-collapse+))
-          made))))
-
 #+linux
 (defun thp-never-p ()
   "Whether the administrator has turned transparent huge pages off (or the
@@ -194,6 +162,39 @@ made once, agree."
              (setf **huge-pages-work** (and (probe-huge-pages) t))
              known)))
   #-linux nil)
+
+
+(defconstant +slow-collapse-microseconds+ 1000
+  "A collapse taking longer than this cost more than mapping its 512 small
+pages would have (740–840 µs): the kernel had to compact memory to find a
+huge page, and may have to again.")
+
+(defconstant +pause-after-slow-collapse+ (floor internal-time-units-per-second 4)
+  "How long (in internal time units: a quarter of a second) huge pages are
+held off after a collapse that failed or was slow.")
+
+#+linux
+(sb-ext:defglobal **huge-pages-resume** 0
+  "The internal real time before which no collapse is tried, after one that
+failed or was slow (threads may race on it: it only paces the tries).")
+
+#+linux
+(defun try-huge-page (start)
+  "MAKE-HUGE-PAGE at START unless a collapse failed or was slow less than
++PAUSE-AFTER-SLOW-COLLAPSE+ ago; true if it made one.  In a virtual machine
+a free 2 MiB block the host has taken back costs a host fault for each of
+its 512 pages when it is collapsed into (3-11 ms seen here, against 0.12-0.24
+for one still backed): when one is, others likely are too for a while, and
+small pages, taken from memory freed just before, cost less."
+  (declare (type sb-ext:word start))
+  (let ((now (get-internal-real-time)))
+    (when (>= now **huge-pages-resume**)
+      (let* ((made (make-huge-page start))
+             (microseconds (* (- (get-internal-real-time) now)
+                              (/ 1000000 internal-time-units-per-second))))
+        (when (or (not made) (> microseconds +slow-collapse-microseconds+))
+          (setf **huge-pages-resume** (+ (get-internal-real-time) +pause-after-slow-collapse+)))
+        made))))
 
 #+linux
 (defun populate-chunk (start pages huge)
