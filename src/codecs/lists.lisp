@@ -639,7 +639,7 @@ tracks conses); return it and its tag (the fill info)."
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
     (charge rs (* 16 n))
-    (let ((run (if (< (* 16 n) +prefault-bytes+)
+    (let ((run (if (< (* 16 n) +prefault-bytes+) ; CHARGE kept the runways for it
                    (make-list n)
                    (make-long-list rs n))))
       (when (rs-track-conses rs)

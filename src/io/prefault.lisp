@@ -72,7 +72,7 @@ yet, and sets nothing on the mapping; NIL keeps to 4 KiB pages.")
 #+linux
 (sb-ext:defglobal **huge-pages-work** :unknown
   "Whether MADV_COLLAPSE makes huge pages here: :UNKNOWN until
-HUGE-PAGES-WORK-P has probed it, then T or NIL.")
+HUGE-PAGES-P has probed it, then T or NIL.")
 
 #+linux
 (defun unmapped-pages (start pages)
@@ -102,8 +102,8 @@ address START are not mapped in, according to mincore; NIL if it refuses."
       0
       (sb-alien:get-errno)))
 
-(defconstant +madv-populate-write+ 23)
-(defconstant +madv-collapse+ 25)
+(defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
+(defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
 
 #+linux
 (defun populate (start bytes)
@@ -163,11 +163,10 @@ made once, agree."
              known)))
   #-linux nil)
 
-
 (defconstant +slow-collapse-microseconds+ 1000
   "A collapse taking longer than this cost more than mapping its 512 small
-pages would have (740–840 µs): the kernel had to compact memory to find a
-huge page, and may have to again.")
+pages would have (740–840 µs): the kernel had to compact memory, or the
+host to fault the block in, and the next ones are likely to cost as much.")
 
 (defconstant +pause-after-slow-collapse+ (floor internal-time-units-per-second 4)
   "How long (in internal time units: a quarter of a second) huge pages are
