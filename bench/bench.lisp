@@ -17,6 +17,9 @@
 ;;;; plus a memcpy reference (REPLACE between octet vectors of the output's
 ;;;; size).  Very short operations are repeated within a run (the run's time
 ;;;; divided by the repetitions) so the clock's resolution does not matter.
+;;;; The runs of a data set's modes and operations are interleaved, in
+;;;; rounds that run each once in turn, so that a slower phase of the
+;;;; machine falls on all of them alike and the ratios between modes hold.
 ;;;; Each round trip is checked once (a wrong one is marked WRONG); a data
 ;;;; set x mode taking over *CELL-TIMEOUT* seconds is marked TIMEOUT.  The
 ;;;; best peer figures and targets (bench/peers.lisp) are compared with.
@@ -74,26 +77,47 @@ it reads the coarse clock, which only advances every few milliseconds.")
     (dotimes (i reps) (funcall fn))
     (/ (seconds-since start) reps)))
 
+(defstruct (timer (:constructor %make-timer (fn reps best)))
+  "Runs of one operation: FN called REPS times a run, each run after a full
+GC; BEST is the fewest seconds a call took in a run, DONE the runs made."
+  fn reps best (done 1))
+
+(defun make-timer (fn)
+  "A timer for FN, calibrated: the calls per run grow (at most tenfold a
+step, so a clock that reads 0 cannot make them explode) until a run lasts
+*MIN-RUN-SECONDS*; the run made with the final count is its first."
+  (let ((reps 1))
+    (loop for seconds = (time-reps fn reps)
+          do (when (or (>= (* seconds reps) *min-run-seconds*) (>= reps 1000000))
+               (return (%make-timer fn reps seconds)))
+             (setf reps (* reps (min 10 (ceiling *min-run-seconds*
+                                                 (max (* seconds reps) 1d-9))))))))
+
+(defun run-timer (timer)
+  "One more run of TIMER."
+  (setf (timer-best timer) (min (timer-best timer) (time-reps (timer-fn timer) (timer-reps timer))))
+  (incf (timer-done timer)))
+
 (defun measure (fn &key (runs *runs*) (budget *measure-budget*))
   "Minimum over RUNS runs of the seconds one call of FN takes.  Returns the
 seconds, the number of runs and the calls per run."
   (let ((start (now))
-        (reps 1)
-        (best most-positive-double-float)
-        (done 0))
-    ;; Calibrate: grow the calls per run (at most tenfold a step, so a clock
-    ;; that reads 0 cannot make it explode) until a run lasts long enough.
-    ;; Runs made with the final count are kept.
-    (loop for seconds = (time-reps fn reps)
-          do (when (or (>= (* seconds reps) *min-run-seconds*) (>= reps 1000000))
-               (setf best seconds done 1)
-               (return))
-             (setf reps (* reps (min 10 (ceiling *min-run-seconds*
-                                                 (max (* seconds reps) 1d-9))))))
-    (loop while (and (< done runs) (< (seconds-since start) budget))
-          do (setf best (min best (time-reps fn reps)))
-             (incf done))
-    (values best done reps)))
+        (timer (make-timer fn)))
+    (loop while (and (< (timer-done timer) runs) (< (seconds-since start) budget))
+          do (run-timer timer))
+    (values (timer-best timer) (timer-done timer) (timer-reps timer))))
+
+(defun run-rounds (timers &key (runs *runs*) (budget *measure-budget*))
+  "Bring each of TIMERS (calibrated, one run made) to RUNS runs, in rounds
+that run each once in turn, for as long as BUDGET seconds per timer allow:
+the modes of a data set are then timed in the same minutes, so a slower
+phase of the machine falls on all of them, and their ratios hold."
+  (let ((start (now))
+        (allowed (* budget (max 1 (length timers)))))
+    (loop repeat (1- runs)
+          while (< (seconds-since start) allowed)
+          do (dolist (timer timers)
+               (run-timer timer)))))
 
 (defun bytes-consed-by (fn)
   "FN's value and the bytes one call of it conses.  The counter only moves
@@ -243,8 +267,8 @@ that is impossible, wrong, or over the time allowances."
 (defun make-output-buffer (size)
   (make-array size :element-type '(unsigned-byte 8) :fill-pointer 0))
 
-(defun measure-store-into (row data args vec)
-  "Time storing into a preallocated vector; check it gives VEC's bytes."
+(defun store-into-timer (row data args vec)
+  "A timer storing into a preallocated vector; check it gives VEC's bytes."
   (let* ((bytes (length vec))
          (buffer (make-output-buffer (+ bytes 4096))))
     ;; Room for the whole output is given; should the store still want more
@@ -260,10 +284,9 @@ that is impossible, wrong, or over the time allowances."
                  (not (mismatch buffer vec)))
       (add-note row "store-into output differs from store's (~D vs ~D bytes)"
                 (fill-pointer buffer) bytes))
-    (setf (row-into row)
-          (measure (lambda ()
-                     (setf (fill-pointer buffer) 0)
-                     (apply #'binstore:store buffer data args))))))
+    (make-timer (lambda ()
+                  (setf (fill-pointer buffer) 0)
+                  (apply #'binstore:store buffer data args)))))
 
 (defun add-problem (row format &rest args)
   "Record a problem (text starting WRONG, ERROR or TIMEOUT) for ROW."
@@ -271,21 +294,26 @@ that is impossible, wrong, or over the time allowances."
     (setf (row-problem row)
           (if (row-problem row) (format nil "~A; ~A" (row-problem row) text) text))))
 
-(defun run-cell (dataset mode data baseline)
-  "Measure DATA (the data set named DATASET) in MODE; returns a ROW.  A cell
-taking longer than *CELL-TIMEOUT* seconds is abandoned, so a pathologically
-slow core still lets the benchmark finish."
+(defstruct (cell (:constructor make-cell (row)))
+  "A data set x mode being measured: its ROW, and the timers of its store,
+store-into and restore once made (NIL where a problem stopped it)."
+  row store into restore)
+
+(defun prepare-cell (dataset mode data baseline)
+  "Check DATA (the data set named DATASET) in MODE and make its timers, each
+with one run; returns a CELL.  A cell taking longer than *CELL-TIMEOUT*
+seconds is abandoned, so a pathologically slow core still lets the
+benchmark finish."
   (let* ((args (mode-store-args mode))
          (row (make-row :dataset dataset :mode mode :objects (object-count data)
                         :baseline baseline))
+         (cell (make-cell row))
          (phase "store"))
     (handler-case
         (sb-ext:with-timeout *cell-timeout*
          (let ((vec (apply #'binstore:store nil data args)))
            (setf (row-bytes row) (length vec))
-           (multiple-value-bind (seconds runs)
-               (measure (lambda () (apply #'binstore:store nil data args)))
-             (setf (row-store row) seconds (row-runs row) runs))
+           (setf (cell-store cell) (make-timer (lambda () (apply #'binstore:store nil data args))))
            (setf phase "check")
            ;; one restore first, so the count is of a steady state: the
            ;; working vectors binstore keeps are not counted again
@@ -299,19 +327,45 @@ slow core still lets the benchmark finish."
                (when problem
                  (add-problem row "WRONG: ~A" problem))))
            (setf phase "store-into")
-           (measure-store-into row data args vec)
+           (setf (cell-into cell) (store-into-timer row data args vec))
            (setf phase "restore")
-           (setf (row-restore row) (measure (lambda () (binstore:restore vec))))
-           (setf (row-memcpy row) (memcpy-seconds (length vec)))
-           (setf (row-floor row) (alloc-floor-seconds (row-consed row)))
-           (when (dataset-option dataset :specialized)
-             (setf (row-payload row) (payload-bytes data)))))
+           (setf (cell-restore cell) (make-timer (lambda () (binstore:restore vec))))))
       (sb-ext:timeout ()
         (add-problem row "TIMEOUT: cell abandoned after ~D s (in ~A)" *cell-timeout* phase))
       (serious-condition (c)
         (add-problem row "ERROR: ~A signalled ~A: ~A" phase (type-of c)
                      (remove #\Newline (princ-to-string c)))))
+    cell))
+
+(defun cell-timers (cell)
+  (remove nil (list (cell-store cell) (cell-into cell) (cell-restore cell))))
+
+(defun finish-cell (cell data)
+  "Fill CELL's row from its timers, and time memcpy and the allocation floor
+for it; returns the row."
+  (let ((row (cell-row cell)))
+    (flet ((best (timer) (and timer (timer-best timer))))
+      (setf (row-store row) (best (cell-store cell))
+            (row-into row) (best (cell-into cell))
+            (row-restore row) (best (cell-restore cell))
+            (row-runs row) (and (cell-store cell) (timer-done (cell-store cell)))))
+    (when (and (row-bytes row) (row-consed row) (not (row-problem row)))
+      (setf (row-memcpy row) (memcpy-seconds (row-bytes row)))
+      (setf (row-floor row) (alloc-floor-seconds (row-consed row)))
+      (when (dataset-option (row-dataset row) :specialized)
+        (setf (row-payload row) (payload-bytes data))))
     row))
+
+(defun run-dataset (dataset modes data baseline)
+  "Measure DATA (the data set named DATASET) in each of MODES: each cell is
+prepared (checked, its timers calibrated), then every timer of every mode
+runs in rounds (RUN-ROUNDS); returns the rows."
+  (let ((cells (loop for mode in modes
+                     collect (let ((t0 (now)))
+                               (prog1 (prepare-cell dataset mode data baseline)
+                                 (progress "    ~5A checked (~,1F s)~%" mode (seconds-since t0)))))))
+    (run-rounds (mapcan #'cell-timers cells))
+    (mapcar (lambda (cell) (finish-cell cell data)) cells)))
 
 ;;; Derived figures.
 
@@ -402,7 +456,7 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
 (defun write-markdown (stream rows)
   (format stream "# binstore benchmark~%~%~A ~A on ~A, ~A.  Times are the minimum of ~D runs, ~
                   each after a full GC (operations under ~,1F ms are repeated within a run ~
-                  and averaged); MB = 10^6 bytes; objects = top-level elements.  ~
+                  and averaged), a data set's modes and operations interleaved in rounds; MB = 10^6 bytes; objects = top-level elements.  ~
                   binstore keeps its working tables between calls (see *scratch-limit*), ~
                   so runs after the first reuse them; restore consed counts one restore ~
                   in that steady state.~%"
@@ -640,14 +694,14 @@ bench/results/latest.md, latest.tsv and throughput.png.  Returns the rows."
                  (let* ((t1 (now))
                         (baseline (measure-baseline data)))
                    (progress " ~,2F s~%" (seconds-since t1))
-                   (dolist (mode dataset-modes)
-                     (let* ((t2 (now))
-                            (row (run-cell dataset mode data baseline)))
+                   (let ((t2 (now)))
+                     (dolist (row (run-dataset dataset dataset-modes data baseline))
                        (push row rows)
-                       (progress "    ~5A ~A, store ~A ms, into ~A ms, restore ~A ms: ~A (~,1F s)~%"
-                                 mode (fmt-mb (row-bytes row)) (fmt (ms (row-store row)))
+                       (progress "    ~5A ~A, store ~A ms, into ~A ms, restore ~A ms: ~A~%"
+                                 (row-mode row) (fmt-mb (row-bytes row)) (fmt (ms (row-store row)))
                                  (fmt (ms (row-into row))) (fmt (ms (row-restore row)))
-                                 (check-text row) (seconds-since t2)))))))
+                                 (check-text row)))
+                     (progress "    (~,1F s)~%" (seconds-since t2))))))
     (setf rows (nreverse rows))
     (let ((directory (results-directory)))
       (ensure-directories-exist directory)
