@@ -682,7 +682,7 @@ its value.  With *HUGE-PAGES* false it makes none."
        4 (lambda (base)
            (flet ((chunk (i) (+ base (* i chunk-bytes))))
              (setf (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345) 99) ; chunk 2 has a page
-             (setf binstore::**huge-pages-resume** 0) ; no pause after a slow collapse
+             (setf binstore::**small-chunks-to-go** 0) ; no pause after a slow collapse
              (let ((before (huge-kilobytes-at base)))
                ;; from 3 pages below chunk 1 to 5 pages into chunk 3
                (binstore::prefault (- (chunk 1) (* 3 page-bytes))
@@ -695,18 +695,15 @@ its value.  With *HUGE-PAGES* false it makes none."
                (is (= 99 (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345)))
                (is (loop for a from (- (chunk 1) (* 3 page-bytes)) below (chunk 2)
                          always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap a) 0))))))))
-      ;; in the pause after a failed or slow collapse, small pages only
+      ;; after a failed or slow collapse, the next chunks come in small pages
       (call-with-aligned-region
-       2 (lambda (base)
+       3 (lambda (base)
            (let ((before (huge-kilobytes-at base)))
-             (setf binstore::**huge-pages-resume**
-                   (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
-             (binstore::prefault base chunk-bytes)
-             (is (= chunk (pages-mapped base chunk)))
-             (is (= before (huge-kilobytes-at base)) "none huge in the pause")
-             (setf binstore::**huge-pages-resume** 0)
-             (binstore::prefault (+ base chunk-bytes) chunk-bytes)
-             (is (= (+ before 2048) (huge-kilobytes-at base)) "after it, huge again")))))
+             (setf binstore::**small-chunks-to-go** 2)
+             (binstore::prefault base (* 3 chunk-bytes))
+             (is (= 0 binstore::**small-chunks-to-go**))
+             (is (= (* 3 chunk) (pages-mapped base (* 3 chunk))))
+             (is (= (+ before 2048) (huge-kilobytes-at base)) "only the third chunk huge")))))
     (call-with-aligned-region
      2 (lambda (base)
          (let ((before (huge-kilobytes-at base))
@@ -824,6 +821,35 @@ it returns reaches that far.  The pages keep what they held."
                        always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap base) i)))))
         (binstore::unmap-region region)))))
 
+(test slow-collapses-hold-huge-pages-off
+  "TRY-HUGE-PAGE after a collapse slower than +SLOW-COLLAPSE-MICROSECONDS+
+(made slow here by wrapping MAKE-HUGE-PAGE) maps the next 2 chunks in small
+pages, after a second slow one 4, and so on up to +LONGEST-HUGE-PAGE-PAUSE+;
+a fast one brings the pause back to 2."
+  (let ((slow t))
+    (sb-int:encapsulate 'binstore::make-huge-page 'slow
+                        (lambda (f start)
+                          (declare (ignore f start))
+                          (when slow (sleep 0.002))
+                          t))
+    (unwind-protect
+         (flet ((try () (binstore::try-huge-page 0)))
+           (setf binstore::**small-chunks-to-go** 0
+                 binstore::**next-huge-page-pause** 2)
+           (is (eq t (try)))
+           (is (= 2 binstore::**small-chunks-to-go**))
+           (is (equal '(nil nil t) (list (try) (try) (try))) "two skipped, then tried")
+           (is (= 4 binstore::**small-chunks-to-go**))
+           (loop repeat 10 do (loop until (try)))
+           (is (= binstore::+longest-huge-page-pause+ binstore::**next-huge-page-pause**))
+           (setf slow nil)
+           (loop until (try))
+           (is (= 2 binstore::**next-huge-page-pause**))
+           (is (= 0 binstore::**small-chunks-to-go**)))
+      (sb-int:unencapsulate 'binstore::make-huge-page 'slow)
+      (setf binstore::**small-chunks-to-go** 0
+            binstore::**next-huge-page-pause** 2))))
+
 (test runway-reaches-huge-page-boundaries
   "Where huge pages work, EXTEND-RUNWAY goes on to the next 2 MiB boundary
 when its reach goes that far (so the next extension maps a whole huge page),
@@ -839,7 +865,7 @@ and stops at point, bytes and +RUNWAY-BYTES+ when it does not."
                     (multiple-value-list
                      (apply #'binstore::extend-runway
                             (append arguments (list (+ base (* 4 chunk-bytes))))))))
-             (setf binstore::**huge-pages-resume** 0) ; no pause after a slow collapse
+             (setf binstore::**small-chunks-to-go** 0) ; no pause after a slow collapse
              ;; a reach short of the boundary: as without huge pages
              (is (equal (list (+ base 100) (+ base 100 1000 binstore::+runway-bytes+))
                         (runway (+ base 100) 1000 0 0 (* 600 kb))))

@@ -24,7 +24,8 @@
 ;;;; it off.  A collapse can cost milliseconds (the kernel compacting
 ;;;; memory, or, in a virtual machine, the host faulting in a block it had
 ;;;; taken back): one that fails or takes longer than the small pages would
-;;;; holds huge pages off for a quarter of a second (TRY-HUGE-PAGE).
+;;;; holds collapses off for the next chunks, more after each such one in a
+;;;; row (TRY-HUGE-PAGE).
 ;;;;
 ;;;; On pages already mapped, the usual case between full collections,
 ;;;; POPULATE_WRITE still walks every page (about 0.17 µs each, against the
@@ -168,32 +169,51 @@ made once, agree."
 pages would have (740–840 µs): the kernel had to compact memory, or the
 host to fault the block in, and the next ones are likely to cost as much.")
 
-(defconstant +pause-after-slow-collapse+ (floor internal-time-units-per-second 4)
-  "How long (in internal time units: a quarter of a second) huge pages are
-held off after a collapse that failed or was slow.")
+#+linux
+(defun monotonic-microseconds ()
+  "Microseconds on CLOCK_MONOTONIC.  Not GET-INTERNAL-REAL-TIME: in this SBCL
+it reads the coarse clock, which advances by 4 ms at a time."
+  (multiple-value-bind (seconds nanoseconds) (sb-unix::clock-gettime 1) ; CLOCK_MONOTONIC
+    (+ (* seconds 1000000) (floor nanoseconds 1000))))
+
+(defconstant +longest-huge-page-pause+ 64
+  "The most whole chunks mapped in small pages between two tries of a
+collapse, after slow ones: 128 MiB.")
 
 #+linux
-(sb-ext:defglobal **huge-pages-resume** 0
-  "The internal real time before which no collapse is tried, after one that
-failed or was slow (threads may race on it: it only paces the tries).")
+(sb-ext:defglobal **small-chunks-to-go** 0
+  "Whole chunks still to map in small pages before the next collapse is
+tried (threads may race on this and the next: they only pace the tries).")
+
+#+linux
+(sb-ext:defglobal **next-huge-page-pause** 2
+  "The chunks to map in small pages after the next slow or failed collapse:
+2 after a fast one, doubling with each slow one up to
++LONGEST-HUGE-PAGE-PAUSE+.")
 
 #+linux
 (defun try-huge-page (start)
-  "MAKE-HUGE-PAGE at START unless a collapse failed or was slow less than
-+PAUSE-AFTER-SLOW-COLLAPSE+ ago; true if it made one.  In a virtual machine
-a free 2 MiB block the host has taken back costs a host fault for each of
-its 512 pages when it is collapsed into (3-11 ms seen here, against 0.12-0.24
-for one still backed): when one is, others likely are too for a while, and
-small pages, taken from memory freed just before, cost less."
+  "MAKE-HUGE-PAGE at START, unless chunks are still to go in small pages
+after a collapse that failed or was slow; true if it made one.  A collapse
+is slow when the kernel must compact memory, or in a virtual machine when
+the host has taken the free 2 MiB block back: each of its 512 pages then
+takes a host fault (3-7 ms seen here, against 0.1-0.2 for a block still
+backed).  That happens once now and then, and in streaks where the process
+first grows into memory: so a slow one holds collapses off for the next 2
+chunks, and each slow one after it for twice as many as the one before."
   (declare (type sb-ext:word start))
-  (let ((now (get-internal-real-time)))
-    (when (>= now **huge-pages-resume**)
-      (let* ((made (make-huge-page start))
-             (microseconds (* (- (get-internal-real-time) now)
-                              (/ 1000000 internal-time-units-per-second))))
-        (when (or (not made) (> microseconds +slow-collapse-microseconds+))
-          (setf **huge-pages-resume** (+ (get-internal-real-time) +pause-after-slow-collapse+)))
-        made))))
+  (let ((to-go **small-chunks-to-go**))
+    (if (> to-go 0)
+        (progn (setf **small-chunks-to-go** (1- to-go))
+               nil)
+        (let* ((begun (monotonic-microseconds))
+               (made (make-huge-page start)))
+          (if (and made (<= (- (monotonic-microseconds) begun) +slow-collapse-microseconds+))
+              (setf **next-huge-page-pause** 2)
+              (let ((pause **next-huge-page-pause**))
+                (setf **small-chunks-to-go** pause
+                      **next-huge-page-pause** (min +longest-huge-page-pause+ (* 2 pause)))))
+          made))))
 
 #+linux
 (defun populate-chunk (start pages huge)
