@@ -504,7 +504,8 @@ takes them; return the index of the first one not written."
                 (unless (< i stop)
                   (return))
                 ;; new doubles or complexes, while the table is in seen bits
-                (when refs
+                ;; (once it hashes, PUT-LEAF takes each)
+                (when (and refs (not (it-hashed refs)))
                   (let ((x (svref v i)))
                     (cond ((typep x 'double-float)
                            (multiple-value-setq (p i)
