@@ -498,7 +498,11 @@ takes them; return the index of the first one not written."
                 ;; what needs no table, in a loop of its own (called only
                 ;; for a number: a vector of other objects comes here for
                 ;; each element)
-                (when (and (< i stop) (leaf-p (svref v i)))
+                (when (and (< i stop)
+                           ;; with a table, it stops at once at a boxed one
+                           (if refs
+                               (typep (svref v i) '(or fixnum single-float))
+                               (leaf-p (svref v i))))
                   (multiple-value-setq (p i)
                     (put-plain-elements (obuf-base ob) p v i stop (null refs))))
                 (unless (< i stop)
