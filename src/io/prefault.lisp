@@ -176,6 +176,10 @@ it reads the coarse clock, which advances by 4 ms at a time."
   (multiple-value-bind (seconds nanoseconds) (sb-unix::clock-gettime 1) ; CLOCK_MONOTONIC
     (+ (* seconds 1000000) (floor nanoseconds 1000))))
 
+(defconstant +shortest-huge-page-pause+ 2
+  "The whole chunks mapped in small pages after a slow or failed collapse
+that follows a fast one.")
+
 (defconstant +longest-huge-page-pause+ 64
   "The most whole chunks mapped in small pages between two tries of a
 collapse, after slow ones: 128 MiB.")
@@ -186,10 +190,10 @@ collapse, after slow ones: 128 MiB.")
 tried (threads may race on this and the next: they only pace the tries).")
 
 #+linux
-(sb-ext:defglobal **next-huge-page-pause** 2
+(sb-ext:defglobal **next-huge-page-pause** +shortest-huge-page-pause+
   "The chunks to map in small pages after the next slow or failed collapse:
-2 after a fast one, doubling with each slow one up to
-+LONGEST-HUGE-PAGE-PAUSE+.")
++SHORTEST-HUGE-PAGE-PAUSE+ after a fast one, doubling with each slow one up
+to +LONGEST-HUGE-PAGE-PAUSE+.")
 
 #+linux
 (defun try-huge-page (start)
@@ -209,7 +213,7 @@ chunks, and each slow one after it for twice as many as the one before."
         (let* ((begun (monotonic-microseconds))
                (made (make-huge-page start)))
           (if (and made (<= (- (monotonic-microseconds) begun) +slow-collapse-microseconds+))
-              (setf **next-huge-page-pause** 2)
+              (setf **next-huge-page-pause** +shortest-huge-page-pause+)
               (let ((pause **next-huge-page-pause**))
                 (setf **small-chunks-to-go** pause
                       **next-huge-page-pause** (min +longest-huge-page-pause+ (* 2 pause)))))
