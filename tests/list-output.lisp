@@ -376,3 +376,66 @@ reference for a vector written before, and the depth limit of any vector."
                        (check-same v (binstore:restore (apply #'binstore:store nil v options))
                                    :identity nil)))))))
   (check-depth-limit-alike (vector 1 #\a) (vector 1 2) #'list))
+
+;;; With shared list structures, a run of integers needing the 8-byte form
+;;; is written in one walk that claims its conses +CLAIM-BLOCK+ at a time
+;;; ahead of the cars (other runs are written in two walks); a car
+;;; that may hold conses first claims the rest of the run, so the ids stay
+;;; those the decoder gives.  The stream's two walks are the reference.
+
+(defun check-tracked-one-walk (data)
+  "CHECK-ONE-WALK-BYTES with shared list structures, and every cons of DATA
+restored as its own, shared where DATA shares it."
+  (check-one-walk-bytes data :support-shared-list-structures t)
+  (check-same data (binstore:restore (binstore:store nil data :support-shared-list-structures t))
+              :conses t))
+
+(defparameter *claim-lengths*
+  (let ((b binstore::+claim-block+))
+    (list 2 (1- b) b (1+ b) (1- (* 2 b)) (* 2 b) (1+ (* 2 b)) 5000 20000))
+  "Run lengths on both sides of the first claims' ends.")
+
+(test tracked-one-walk-run-lengths
+  (dolist (n *claim-lengths*)
+    (check-tracked-one-walk (loop for i below n collect (mod i 100)))
+    (check-tracked-one-walk (loop for i below n collect (int64-value i)))
+    (check-tracked-one-walk (loop for i below n collect (float i 1d0)))
+    (check-tracked-one-walk (loop for i below n collect (mixed-number i)))
+    ;; packed integers, then a car or a tail that unpacks them
+    (check-tracked-one-walk (append (loop for i below n collect (int64-value i)) '(5)))
+    (check-tracked-one-walk (list* (int64-value 0) (int64-value 1)
+                                   (loop for i below n collect (int64-value i))))))
+
+(test tracked-one-walk-shared-tails
+  ;; a run that ends before conses written already, at and about the claim
+  ;; blocks' ends: its tail is a reference
+  (let ((b binstore::+claim-block+))
+    (dolist (prefix (list 1 2 (1- b) b (1+ b) (* 2 b) 3000))
+      (dolist (element (list 7 (int64-value 3) 2.5d0))
+        (let* ((shared (loop for i below 50 collect i))
+               (run (append (make-list prefix :initial-element element) shared)))
+          (check-tracked-one-walk (list shared run))
+          ;; the shared part written first from within the run's own cars
+          (check-tracked-one-walk (list run (nthcdr (floor prefix 2) run))))))))
+
+(test tracked-one-walk-cars-holding-the-run
+  ;; a car that holds conses of its own run further on, met in any claim
+  ;; block: the rest of the run is claimed before that car is written, so
+  ;; the car's conses are references into the run
+  (let ((b binstore::+claim-block+))
+    (dolist (n (list (+ b 10) (* 3 b)))
+      (dolist (at (list 1 (1- b) b (+ b 5) (- n 3)))
+        (dolist (wrap (list #'identity #'vector
+                            (lambda (x) (list :in x))
+                            (lambda (x) (let ((h (make-hash-table))) (setf (gethash 1 h) x) h))))
+          (let* ((run (loop for i below n collect (int64-value i)))
+                 (target (nthcdr (min (1- n) (+ at 2)) run)))
+            (setf (nth at run) (funcall wrap target))
+            (check-tracked-one-walk run)))))
+    ;; and a cycle back into the run's middle, from a car and from its end
+    (let ((run (loop for i below (* 3 b) collect (int64-value i))))
+      (setf (nth (+ b 7) run) (nthcdr 5 run))
+      (setf (cdr (last run)) (nthcdr (* 2 b) run))
+      (let ((back (binstore:restore (binstore:store nil run :support-shared-list-structures t))))
+        (is (eq (nth (+ b 7) back) (nthcdr 5 back)))
+        (is (eq (nthcdr (* 3 b) back) (nthcdr (* 2 b) back)))))))

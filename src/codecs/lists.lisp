@@ -35,6 +35,15 @@
 written packed, without their tag bytes."
   (and (typep x '(signed-byte 63)) (not (typep x '(signed-byte 32)))))
 
+(declaim (inline int64-run-p))
+(defun int64-run-p (list n)
+  "True when each of the first N cars of LIST is an INT64-ELEMENT-P."
+  (declare (type index n))
+  (and (int64-element-p (car list))
+       (loop repeat n
+             for c = list then (cdr c)
+             always (int64-element-p (car c)))))
+
 (defun list-run (ss list)
   "Length and tail of the run starting at the cons LIST, and whether every
 car is an INT64-ELEMENT-P.  With shared list structures the run stops
@@ -48,11 +57,7 @@ decoder gives them theirs when it allocates the run)."
           (error "binstore bug: a run starts at a cons written before"))
         ;; the cars are looked at in a walk of their own, when the first
         ;; needs the 8-byte form (claiming is faster without them)
-        (values n tail
-                (and (int64-element-p (car list))
-                     (loop repeat n
-                           for c = list then (cdr c)
-                           always (int64-element-p (car c))))))
+        (values n tail (int64-run-p list n)))
       ;; Count with a second pointer going twice as fast, to detect a cycle,
       ;; noting on the way whether every car needs the 8-byte integer form.
       (let ((n 1) (c (cdr list)) (fast (cdr list))
@@ -392,21 +397,27 @@ otherwise took a dozen calls through the general writer."
         (setf (obuf-pos ob) (sb-sys:sap- out sap))
         t))))
 
-(defun write-list-header (ss list)
-  "Write the tag and length of the run at LIST; return for the contents its
-length N, or -N for a packed run of integers.  (A fixnum, where a cons of
+(declaim (inline write-run-header))
+(defun write-run-header (ss list n tail int64)
+  "Write the tag and length of the run of N conses at LIST, whose tail is
+TAIL and whose cars are all INT64-ELEMENT-Ps when INT64; return for the
+contents N, or -N for a packed run of integers.  (A fixnum, where a cons of
 the length and the tail was garbage for every list written this way: the
 tail is where the contents' walk ends.)"
+  (declare (type index n))
   (let ((ob (ss-obuf ss)))
-    (multiple-value-bind (n tail int64) (list-run ss list)
-      (declare (type index n))
-      (expect-tracked-elements ss n (car list))
-      (cond ((and (null tail) (> n 1) int64)
-             (write-u8 ob +tag-int64-list+) (write-varint ob n)
-             (- n))
-            ((null tail) (write-u8 ob +tag-list+) (write-varint ob n) n)
-            ((= n 1) (write-u8 ob +tag-cons+) n)
-            (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n)))))
+    (expect-tracked-elements ss n (car list))
+    (cond ((and (null tail) (> n 1) int64)
+           (write-u8 ob +tag-int64-list+) (write-varint ob n)
+           (- n))
+          ((null tail) (write-u8 ob +tag-list+) (write-varint ob n) n)
+          ((= n 1) (write-u8 ob +tag-cons+) n)
+          (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n))))
+
+(defun write-list-header (ss list)
+  "Write the tag and length of the run at LIST (see WRITE-RUN-HEADER)."
+  (multiple-value-bind (n tail int64) (list-run ss list)
+    (write-run-header ss list n tail int64)))
 
 (defun write-list-contents (ss list info)
   "Write the cars of the run at LIST, whose WRITE-LIST-HEADER returned INFO,
@@ -451,13 +462,33 @@ a reference) is written here too, in a loop rather than by recursion."
 ;;; little is moved (at most the first 16383 cars for runs below two
 ;;; million), where moving the whole run once at the end would cost a copy
 ;;; of it.  The bytes are exactly those of the two walks.
+;;;
+;;; With shared list structures, a run's conses take their ids before any
+;;; of its cars is written, as the decoder gives them theirs when it
+;;; allocates the run.  Claiming them all first is a walk of its own, and
+;;; a list of integers needing the 8-byte form takes a third, to see that
+;;; all do before the header says so.  For such a run the one walk instead
+;;; claims +CLAIM-BLOCK+ conses ahead of the cars it writes, packed while
+;;; they can be.  Cars that hold no conses (numbers, characters, symbols,
+;;; strings) take no cons id, so the run's ids stay consecutive; before any
+;;; other car, the rest of the run is claimed at once.
 
 (defun one-walk-list-p (ss list)
-  "True when the run at LIST is written in one walk: conses are not
-tracked, the output is holdable and the run has more than one cons."
+  "True when the run at LIST is written in one walk without tracked conses:
+conses are not tracked, the output is holdable and the run has more than
+one cons.  (With tracked conses, see TRACKED-ONE-WALK-LIST-P.)"
   (and (not (ss-lists ss))
        (obuf-holdable (ss-obuf ss))
        (consp (cdr list))))
+
+(defconstant +claim-block+ 1024
+  "Conses a run of tracked conses written in one walk claims at a time:
+16 KB of them, held in the nearest cache until their cars are written.")
+
+(declaim (inline cons-free-p))
+(defun cons-free-p (x)
+  "True when writing X writes no cons: then it takes no cons id."
+  (typep x '(or number character symbol string)))
 
 (defun unpack-int64-cars (ob contents n)
   "The N cars written from absolute offset CONTENTS were written packed (8
@@ -484,94 +515,125 @@ give the header before them one more byte; return their new offset."
     (incf (obuf-pos ob))
     (1+ contents)))
 
-(defun write-cars-counting (ss list contents)
+(defun write-cars-counting (ss list contents claimed frontier)
   "Write the cars of the run at LIST from absolute offset CONTENTS, behind
 a gap of two bytes; return its length, its tail, whether the cars were
 written packed, and the gap's size at the end.  Cars are written packed
 while they are all INT64-ELEMENT-Ps, which every car of an INT64-LIST is;
-the first other car, or a dotted tail, unpacks them.  A circular list is
-caught by Brent's method: the cons reached at each power-of-two step is
-kept, and meeting it again means a cycle."
-  (declare (type store-state ss) (type cons list) (type index contents) (optimize speed))
+the first other car, or a dotted tail, unpacks them.  Without tracked
+conses (CLAIMED NIL) a circular list is caught by Brent's method: the cons
+reached at each power-of-two step is kept, and meeting it again means a
+cycle.  With them, CLAIMED conses of the run are claimed already, FRONTIER
+following them, and the run ends where claiming more stops: at the end, or
+before a cons claimed before (the tail then)."
+  (declare (type store-state ss) (type cons list) (type index contents)
+           (type (or null index) claimed) (optimize speed))
   (let ((ob (ss-obuf ss)) (n 0) (c list) (packed (int64-element-p (car list)))
-        (refs (leaf-refs ss)) (boxed-leaves nil) (mark list) (lap 1)
-        (gap 2) (widen-at 128))         ; a count of WIDEN-AT needs GAP + 1
+        (refs (leaf-refs ss)) (boxed-leaves nil)
+        ;; no cycle to catch with tracked conses: no lap is ever reached
+        (mark (if claimed *no-mark* list)) (lap (if claimed +largest-index+ 1))
+        (gap 2) (widen-at 128)          ; a count of WIDEN-AT needs GAP + 1
+        (ended nil))
     (declare (type index n lap gap widen-at))
-    (flet ((next ()
-             ;; step to the next cons: true while the run goes on
-             (incf n)
-             (setf c (cdr c))
-             (cond ((not (consp c)) nil)
-                   ((eq c mark) (circular-list-error list))
-                   (t (when (= n lap)
-                        (setf mark c lap (* 2 lap)))
-                      t)))
-           (unpack ()
-             (when packed
-               (unpack-int64-cars ob contents n)
-               (setf packed nil)))
-           (takes-p (x)
-             ;; whether PUT-LEAF-CARS takes X.  Only after a car that was a
-             ;; boxed number (a double or a complex) does this look at a
-             ;; heap object's header: the general writer would not always
-             ;; need it (a symbol written before is found by address).
-             (cond (packed (int64-element-p x))
-                   ((typep x '(or fixnum single-float)))
-                   (boxed-leaves (leaf-p x)))))
-      (declare (inline next takes-p))
-      (loop
-        (when (>= n widen-at)
-          ;; the position is in the obuf here, whichever way we came
-          (setf contents (widen-gap ob contents)
-                gap (1+ gap)
-                widen-at (min (* 128 widen-at) most-positive-fixnum)))
-        (let ((x (car c)))
-          (when (and packed (not (int64-element-p x)))
-            (unpack))
-          (let ((block (if (and (takes-p x)
-                                ;; a call pays for itself from two cars on
-                                (let ((more (cdr c)))
-                                  (and (consp more) (takes-p (car more)))))
-                           (min (floor (- (obuf-end ob) (obuf-pos ob)) +max-leaf-bytes+)
-                                ;; up to LAP and WIDEN-AT, NEXT's look at
-                                ;; them can wait for the end of the block
-                                (- lap n) (- widen-at n))
-                           0)))
-            (declare (type index block))
-            (if (zerop block)
-                ;; not two numbers PUT-LEAF-CARS takes, or near the
-                ;; window's end
-                (if (and (symbolp x) (prefetch-symbols-p ss))
-                    ;; a run of symbols, with prefetching; up to LAP and
-                    ;; WIDEN-AT as for a block
-                    (multiple-value-bind (next written)
-                        (write-symbol-cars ss c (min (- lap n) (- widen-at n)) mark list)
-                      (declare (type index written))
+    (flet ((claim (limit)
+             ;; claim up to LIMIT more conses from FRONTIER on
+             (multiple-value-bind (k next) (claim-more-conses ss frontier limit)
+               (declare (type index k))
+               (setf claimed (+ (the index claimed) k)
+                     frontier next
+                     ended (or (< k limit) (not (consp next)))))))
+      (declare (inline claim))
+      (flet ((goes-on-p ()
+               ;; whether C, the cons after the last car written, is of
+               ;; the run: with tracked conses, claimed or claimable now
+               (cond ((not (consp c)) nil)
+                     ((not claimed) t)
+                     ((< n (the index claimed)) t)
+                     (ended nil)
+                     (t (claim +claim-block+)
+                        (< n (the index claimed)))))
+             (ahead ()
+               ;; conses of the run that may be walked now without claiming
+               (if claimed (- (the index claimed) n) (- lap n))))
+        (declare (inline goes-on-p ahead))
+        (flet ((next ()
+                 ;; step to the next cons: true while the run goes on
+                 (incf n)
+                 (setf c (cdr c))
+                 (cond ((not (goes-on-p)) nil)
+                       ((eq c mark) (circular-list-error list))
+                       (t (when (= n lap)
+                            (setf mark c lap (* 2 lap)))
+                          t)))
+               (unpack ()
+                 (when packed
+                   (unpack-int64-cars ob contents n)
+                   (setf packed nil)))
+               (takes-p (x)
+                 ;; whether PUT-LEAF-CARS takes X.  Only after a car that was a
+                 ;; boxed number (a double or a complex) does this look at a
+                 ;; heap object's header: the general writer would not always
+                 ;; need it (a symbol written before is found by address).
+                 (cond (packed (int64-element-p x))
+                       ((typep x '(or fixnum single-float)))
+                       (boxed-leaves (leaf-p x)))))
+          (declare (inline next takes-p))
+          (loop
+            (when (>= n widen-at)
+              ;; the position is in the obuf here, whichever way we came
+              (setf contents (widen-gap ob contents)
+                    gap (1+ gap)
+                    widen-at (min (* 128 widen-at) most-positive-fixnum)))
+            (let ((x (car c)))
+              (when (and packed (not (int64-element-p x)))
+                (unpack))
+              (let ((block (if (and (takes-p x)
+                                    ;; a call pays for itself from two cars on
+                                    (let ((more (cdr c)))
+                                      (and (consp more) (takes-p (car more)))))
+                               (min (floor (- (obuf-end ob) (obuf-pos ob)) +max-leaf-bytes+)
+                                    ;; up to LAP and WIDEN-AT, NEXT's look at
+                                    ;; them can wait for the end of the block
+                                    (ahead) (- widen-at n))
+                               0)))
+                (declare (type index block))
+                (if (zerop block)
+                    ;; not two numbers PUT-LEAF-CARS takes, or near the
+                    ;; window's end
+                    (if (and (symbolp x) (prefetch-symbols-p ss))
+                        ;; a run of symbols, with prefetching; up to LAP and
+                        ;; WIDEN-AT as for a block
+                        (multiple-value-bind (next written)
+                            (write-symbol-cars ss c (min (ahead) (- widen-at n)) mark list)
+                          (declare (type index written))
+                          (incf n written)
+                          (setf c next boxed-leaves nil)
+                          (unless (goes-on-p)
+                            (return))
+                          (when (= n lap)
+                            (setf mark c lap (* 2 lap))))
+                        (progn (when (and claimed (not ended) (not (cons-free-p x)))
+                                 ;; X may take cons ids: the run's first
+                                 (claim (- +largest-index+ (the index claimed))))
+                               (if packed (write-s64 ob x) (write-object ss x))
+                               ;; X's header is in the cache now
+                               (setf boxed-leaves (leaf-p x))
+                               (unless (next) (return))))
+                    (multiple-value-bind (p next written)
+                        (put-leaf-cars (obuf-base ob) (obuf-pos ob) c block
+                                       mark packed refs list)
+                      (declare (type index p written))
+                      ;; X at least is written, and NEXT's steps are taken: N
+                      ;; reaches LAP only at the block's end
+                      (setf (obuf-pos ob) p)
                       (incf n written)
-                      (setf c next boxed-leaves nil)
-                      (unless (consp c)
+                      (setf c next)
+                      (unless (goes-on-p)
                         (return))
                       (when (= n lap)
-                        (setf mark c lap (* 2 lap))))
-                    (progn (if packed (write-s64 ob x) (write-object ss x))
-                           ;; X's header is in the cache now
-                           (setf boxed-leaves (leaf-p x))
-                           (unless (next) (return))))
-                (multiple-value-bind (p next written)
-                    (put-leaf-cars (obuf-base ob) (obuf-pos ob) c block
-                                   mark packed refs list)
-                  (declare (type index p written))
-                  ;; X at least is written, and NEXT's steps are taken: N
-                  ;; reaches LAP only at the block's end
-                  (setf (obuf-pos ob) p)
-                  (incf n written)
-                  (setf c next)
-                  (unless (consp c)
-                    (return))
-                  (when (= n lap)
-                    (setf mark c lap (* 2 lap))))))))
-      (when c
-        (unpack)))
+                        (setf mark c lap (* 2 lap))))))))
+          (when c
+            (unpack)))))
     (values n c packed gap)))
 
 (defun finish-one-walk-list (ob start n tail packed gap)
@@ -593,20 +655,46 @@ more room (only when N reached a varint length with the last car)."
                                            (t +tag-dotted-list+)))
       (put-varint sap (1+ p) n))))
 
-(defun write-list-in-one-walk (ss list)
-  "Write the run at LIST and its tail in one walk (see above)."
+(defun write-list-in-one-walk (ss list &optional claimed frontier)
+  "Write the run at LIST and its tail in one walk (see above); with tracked
+conses, CLAIMED of its conses are claimed already, and FRONTIER follows
+them."
   (let* ((ob (ss-obuf ss))
          (start (obuf-total ob))
          (outermost (null (obuf-hold ob))))
     (when outermost
       (setf (obuf-hold ob) start))
     (reserve ob 2)
-    (multiple-value-bind (n tail packed gap) (write-cars-counting ss list (+ start 2))
+    (multiple-value-bind (n tail packed gap) (write-cars-counting ss list (+ start 2) claimed frontier)
       (unless (null tail)
         (write-object ss tail))
       (finish-one-walk-list ob start n tail packed gap))
     (when outermost
       (setf (obuf-hold ob) nil))))
+
+(declaim (inline tracked-one-walk-list-p))
+(defun tracked-one-walk-list-p (ss list)
+  "True when the run at LIST, with shared list structures, is written in one
+walk (WRITE-TRACKED-LIST): the output is holdable, the run has more than one
+cons and its first car needs the 8-byte form, so that the run may be
+packed.  Two walks would then be three (see WRITE-LIST-HEADER).  For other
+cars two walks cost less, measured: the walk of a list allocated in order
+is fast, and the one walk's blocks and its loop cost more than they save."
+  (and (ss-lists ss)
+       (int64-element-p (car list))
+       (consp (cdr list))
+       (obuf-holdable (ss-obuf ss))))
+
+(defun write-tracked-list (ss list)
+  "Write the run at LIST, not written before, which TRACKED-ONE-WALK-LIST-P
+takes: its first +CLAIM-BLOCK+ conses are claimed; a longer run is written
+in one walk, claiming as it goes, a shorter one with its length known."
+  (declare (type store-state ss) (type cons list))
+  (multiple-value-bind (n tail) (claim-cons-run ss list +claim-block+)
+    (declare (type index n))
+    (if (and (= n +claim-block+) (consp tail))
+        (write-list-in-one-walk ss list n tail)
+        (write-list-contents ss list (write-run-header ss list n tail (int64-run-p list n))))))
 
 ;;; Decoding -----------------------------------------------------------
 

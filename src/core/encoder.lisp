@@ -130,6 +130,11 @@ then (with its id taken) its contents."
            (check-store-depth ss)
            (write-list-in-one-walk ss x)
            (decf (ss-depth ss)))
+          ((and (consp x) (tracked-one-walk-list-p ss x))
+           (incf (ss-depth ss))
+           (check-store-depth ss)
+           (write-tracked-list ss x)
+           (decf (ss-depth ss)))
           (t
            (let ((info (write-container-header ss x)))
              (when (and tracked (not (consp x)))

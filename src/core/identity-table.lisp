@@ -666,17 +666,18 @@ run ends before it)."
     (incf (it-count table))
     t))
 
-(defun claim-bits-in-chunk (table c)
+(declaim (inline claim-bits-loop))
+(defun claim-bits-loop (table c limit)
   "The loop of CLAIM-RUN-IN-BITS: claim the conses of the cdr chain from C
-on, in the seen bits of TABLE (a table of runs, in seen bits), while each
-lies in the chunk met last, the GC epoch is TABLE's and its bit is clear;
-return the cons reached (or what ends the chain) and how many were
-claimed, leaving their count to the caller.  It calls nothing, so that its
-variables stay in registers: with the calls to take a new chunk or index
-afresh in the loop, they lived on the stack, and each cdr waited for the
-store and the load of the one before.  The word of bits being set stays in
-a register while the conses stay within its 64 granules."
-  (declare (type identity-table table) (optimize speed))
+on (at most LIMIT, unless it is NIL), in the seen bits of TABLE (a table of
+runs, in seen bits), while each lies in the chunk met last, the GC epoch is
+TABLE's and its bit is clear; return the cons reached (or what ends the
+chain) and how many were claimed, leaving their count to the caller.  It calls nothing, so that
+its variables stay in registers: with the calls to take a new chunk or
+index afresh in the loop, they lived on the stack, and each cdr waited for
+the store and the load of the one before.  The word of bits being set
+stays in a register while the conses stay within its 64 granules."
+  (declare (type identity-table table) (type (or null index) limit) (optimize speed))
   (let ((bits (it-bits table))
         (base (it-last-base table))
         (chunk (it-last-chunk table))
@@ -687,7 +688,7 @@ a register while the conses stay within its 64 granules."
     (loop
       ;; the epoch before the address: a collection after the check shows
       ;; in the caller's check of the epoch, which then indexes afresh
-      (unless (and (consp c) (eq epoch sb-kernel::*gc-epoch*))
+      (unless (and (or (null limit) (< n limit)) (consp c) (eq epoch sb-kernel::*gc-epoch*))
         (return))
       (let ((address (sb-kernel:get-lisp-obj-address c)))
         (unless (= (address-chunk address) chunk)
@@ -709,23 +710,33 @@ a register while the conses stay within its 64 granules."
       (setf (aref bits k) word))
     (values c n)))
 
-(defun claim-run-in-bits (table list)
-  "IDENTITY-TABLE-CLAIM-RUN with seen bits: CLAIM-BITS-IN-CHUNK claims
+(defun claim-bits-in-chunk (table c)
+  "CLAIM-BITS-LOOP without a limit: the claims of a whole run."
+  (claim-bits-loop table c nil))
+
+(defun claim-some-bits-in-chunk (table c limit)
+  "CLAIM-BITS-LOOP with a LIMIT (its test, a cost at every cons, only here)."
+  (claim-bits-loop table c limit))
+
+(defun claim-run-in-bits (table list limit)
+  "IDENTITY-TABLE-CLAIM-MORE with seen bits: CLAIM-BITS-IN-CHUNK claims
 conses for as long as it can; between its calls, the table takes the chunk
 of the next cons, or is indexed afresh after a collection."
-  (declare (type identity-table table) (type cons list) (optimize speed))
+  (declare (type identity-table table) (type index limit) (optimize speed))
   (let ((total 0) (c list)
         (entry (1- (it-entries table))))
     (declare (type index total entry))
     (loop
-      (multiple-value-bind (next n) (claim-bits-in-chunk table c)
+      (multiple-value-bind (next n) (if (= limit +largest-index+)
+                                        (claim-bits-in-chunk table c)
+                                        (claim-some-bits-in-chunk table c (- limit total)))
         (declare (type index n))
         ;; the claims so far in the run, before any indexing afresh
         (incf (aref (the (simple-array fixnum (*)) (it-lengths table)) entry) n)
         (incf (it-count table) n)
         (incf total n)
         (setf c next))
-      (cond ((not (consp c))
+      (cond ((or (not (consp c)) (= total limit))
              (return))
             ((not (eq (it-epoch table) sb-kernel::*gc-epoch*))
              ;; conses moved: index them all again, this run's so far too
@@ -737,20 +748,31 @@ of the next cons, or is indexed afresh after a collection."
              (return))))
     (values total c)))
 
-(defun identity-table-claim-run (table list)
-  "Open a run at the cons LIST, not in TABLE (a table of runs), and claim
-its cdr chain up to the first cons TABLE has, or its end; return how many
-conses were claimed and what follows them."
-  (declare (type identity-table table) (type cons list))
-  (identity-table-start-run table list)
+(declaim (inline identity-table-claim-more))
+(defun identity-table-claim-more (table list limit)
+  "Claim for the run open in TABLE (a table of runs) the cdr chain from
+LIST on, which continues it, up to the first cons TABLE has, its end, or
+LIMIT conses; return how many conses were claimed and what follows them.
+Between two calls for one run, nothing else may enter TABLE: the run's
+conses take consecutive ids, as the decoder gives them."
+  (declare (type identity-table table) (type index limit))
   (if (it-hashed table)
       (let ((n 0) (c list))
         (declare (type index n))
-        (loop while (and (consp c) (identity-table-claim table c))
+        (loop while (and (< n limit) (consp c) (identity-table-claim table c))
               do (incf n)
                  (setf c (cdr c)))
         (values n c))
-      (claim-run-in-bits table list)))
+      (claim-run-in-bits table list limit)))
+
+(defun identity-table-claim-run (table list limit)
+  "Open a run at the cons LIST, not in TABLE (a table of runs), and claim
+its cdr chain up to the first cons TABLE has, its end, or LIMIT conses;
+return how many conses were claimed and what follows them.
+IDENTITY-TABLE-CLAIM-MORE claims more of it."
+  (declare (type identity-table table) (type cons list))
+  (identity-table-start-run table list)
+  (identity-table-claim-more table list limit))
 
 (defun identity-table-expect (table n)
   "Make room for N more objects at once, sparing the copies of growing step

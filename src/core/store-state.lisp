@@ -82,11 +82,18 @@ if OBJECT was written before, write a reference to it and return T."
 next id (see WRITTEN-RECURRING-BEFORE-P)."
   (identity-table-add-recurring (ss-refs ss) object))
 
-(defun claim-cons-run (ss list)
+(defun claim-cons-run (ss list &optional (limit +largest-index+))
   "Give the run of conses from LIST, which was not written before, the next
 cons ids (shared list structures): LIST and its cdrs up to the first cons
-written before, or the end.  Return how many, and what follows them."
-  (identity-table-claim-run (ss-cons-refs ss) list))
+written before, the end, or LIMIT conses.  Return how many, and what
+follows them.  (CLAIM-MORE-CONSES claims more of the run.)"
+  (identity-table-claim-run (ss-cons-refs ss) list limit))
+
+(defun claim-more-conses (ss list limit)
+  "Claim for the run CLAIM-CONS-RUN opened the conses from LIST on, which
+continues it, as CLAIM-CONS-RUN would; nothing else may take a cons id
+between the two."
+  (identity-table-claim-more (ss-cons-refs ss) list limit))
 
 (declaim (inline tracked-kind-p))
 (defun tracked-kind-p (x)
