@@ -1,6 +1,6 @@
 # Written by binstore-bench; run from any directory.
 set terminal pngcairo size 1400,700
-set output '/work/main/bench/results/throughput.png'
+set output '/tmp/bw/bench/results/throughput.png'
 set title 'binstore throughput, mode refs (SBCL 2.2.9.debian)'
 set datafile separator '\t'
 set style data histograms
@@ -14,4 +14,4 @@ set grid ytics mytics
 set xtics rotate by 45 right nomirror
 set key top right
 set bmargin 9
-plot '/work/main/bench/results/throughput.dat' using 2:xtic(1) title 'store', '' using 3 title 'restore'
+plot '/tmp/bw/bench/results/throughput.dat' using 2:xtic(1) title 'store', '' using 3 title 'restore'
