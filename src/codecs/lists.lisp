@@ -311,6 +311,23 @@ the cons of the first car not written and how many are left."
               (when (< written block)
                 (return (values c n)))))))))
 
+(declaim (inline write-run-header))
+(defun write-run-header (ss list n tail int64)
+  "Write the tag and length of the run of N conses at LIST, whose tail is
+TAIL and whose cars are all INT64-ELEMENT-Ps when INT64; return for the
+contents N, or -N for a packed run of integers.  (A fixnum, where a cons of
+the length and the tail was garbage for every list written this way: the
+tail is where the contents' walk ends.)"
+  (declare (type index n))
+  (let ((ob (ss-obuf ss)))
+    (expect-tracked-elements ss n (car list))
+    (cond ((and (null tail) (> n 1) int64)
+           (write-u8 ob +tag-int64-list+) (write-varint ob n)
+           (- n))
+          ((null tail) (write-u8 ob +tag-list+) (write-varint ob n) n)
+          ((= n 1) (write-u8 ob +tag-cons+) n)
+          (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n))))
+
 (declaim (inline short-list-element-p))
 (defun short-list-element-p (x boxed)
   "True when WRITE-SHORT-LEAF-LIST may take X: a leaf PUT-IMMEDIATE-LEAF
@@ -323,9 +340,16 @@ written before."
   "True when conses are not tracked and the first car of the cons LIST is
 of a kind that WRITE-SHORT-LEAF-LIST may take: the test, inline in
 WRITE-CONTAINER-OBJECT, that spares the call for other lists (a list of
-instances)."
+instances).  (With tracked conses, see SHORT-TRACKED-LIST-CANDIDATE-P.)"
   (and (not (ss-lists ss))
        (short-list-element-p (car list) t)))
+
+(declaim (inline short-tracked-list-candidate-p))
+(defun short-tracked-list-candidate-p (ss list)
+  "True when conses are tracked and the first car of the cons LIST, not
+written before, is of a kind that WRITE-SHORT-LEAF-LIST then takes."
+  (and (ss-lists ss)
+       (immediate-leaf-p (car list) nil)))
 
 (defun write-short-leaf-list (ss list)
   "Write LIST when it is a run of at most +SHORT-CONTAINER-ELEMENTS+ conses whose
@@ -333,35 +357,52 @@ cars, and tail when dotted, are leaves PUT-IMMEDIATE-LEAF takes (boxed ones
 only without reference tracking, where they take no id) or symbols written
 before (as references), as WRITE-OBJECT would write it, in one function
 that calls nothing but the symbols' lookups; return true.  Otherwise return
-NIL, having written nothing: with tracked conses, where the run is deferred
-or too deep, a longer or circular list, a first car needing the 8-byte form
-(a run of them is packed), another kind of car, a symbol not written
-before, or too little room in the window.  A list of a few numbers (a
-point, a pair, a small record) or an alist's pair of a keyword and a number
-otherwise took a dozen calls through the general writer."
+NIL, having written nothing: where the run is deferred or too deep, a
+longer or circular list, a first car needing the 8-byte form (a run of
+them is packed), another kind of car, a symbol not written before, or too
+little room in the window.  A list of a few numbers (a point, a pair, a
+small record) or an alist's pair of a keyword and a number otherwise took
+a dozen calls through the general writer.  With tracked conses (LIST not
+written before) only NIL, T, fixnums and singles are taken, and the run's
+conses are claimed once the rest is known to be written here: a pair of
+numbers cost 1,150 instructions through the general writer.  Should a cons
+of the run have been written before, the run ends there, written with
+that length through the general writer."
   (declare (type store-state ss) (type cons list) (optimize speed))
-  (let ((ob (ss-obuf ss))
-        (boxed (not (ss-track ss)))
-        (n 0)
-        (tail list))
+  (let* ((ob (ss-obuf ss))
+         (lists (ss-lists ss))
+         (boxed (not (ss-track ss)))
+         (n 0)
+         (tail list))
     (declare (type index n))
-    (when (or (int64-element-p (car list))
-              (ss-lists ss)
-              (not (inline-container-allowed-p ss)))
-      (return-from write-short-leaf-list nil))
-    ;; the kinds first, so that a list with another kind of element (a
-    ;; plist with strings) costs no symbol lookup
-    (loop while (consp tail)
-          do (when (or (= n +short-container-elements+)
-                       (not (short-list-element-p (car tail) boxed)))
-               (return-from write-short-leaf-list nil))
-             (incf n)
-             (setf tail (cdr tail)))
-    (unless (short-list-element-p tail boxed)
-      (return-from write-short-leaf-list nil))
+    (flet ((takes-p (x)
+             ;; with tracked conses, no symbol: its lookup could fail after
+             ;; the conses are claimed
+             (if lists (immediate-leaf-p x nil) (short-list-element-p x boxed))))
+      (declare (inline takes-p))
+      (when (or (int64-element-p (car list))
+                (not (inline-container-allowed-p ss)))
+        (return-from write-short-leaf-list nil))
+      ;; the kinds first, so that a list with another kind of element (a
+      ;; plist with strings) costs no symbol lookup
+      (loop while (consp tail)
+            do (when (or (= n +short-container-elements+)
+                         (not (takes-p (car tail))))
+                 (return-from write-short-leaf-list nil))
+               (incf n)
+               (setf tail (cdr tail)))
+      (unless (takes-p tail)
+        (return-from write-short-leaf-list nil)))
     (let ((p (obuf-pos ob)))
       (when (< (- (obuf-end ob) p) (+ 2 (* (1+ +short-container-elements+) +max-leaf-bytes+)))
         (return-from write-short-leaf-list nil))
+      (when lists
+        (multiple-value-bind (k rest) (claim-cons-run ss list n)
+          (declare (type index k))
+          (unless (= k n)
+            ;; a cons of the run was written before: the run ends there
+            (write-list-contents ss list (write-run-header ss list k rest (int64-run-p list k)))
+            (return-from write-short-leaf-list t))))
       (let* ((sap (obuf-sap ob))
              (out (sb-sys:sap+ sap p)))
         ;; the header, as WRITE-LIST-HEADER writes it (N fits one byte)
@@ -396,23 +437,6 @@ otherwise took a dozen calls through the general writer."
             (put tail)))
         (setf (obuf-pos ob) (sb-sys:sap- out sap))
         t))))
-
-(declaim (inline write-run-header))
-(defun write-run-header (ss list n tail int64)
-  "Write the tag and length of the run of N conses at LIST, whose tail is
-TAIL and whose cars are all INT64-ELEMENT-Ps when INT64; return for the
-contents N, or -N for a packed run of integers.  (A fixnum, where a cons of
-the length and the tail was garbage for every list written this way: the
-tail is where the contents' walk ends.)"
-  (declare (type index n))
-  (let ((ob (ss-obuf ss)))
-    (expect-tracked-elements ss n (car list))
-    (cond ((and (null tail) (> n 1) int64)
-           (write-u8 ob +tag-int64-list+) (write-varint ob n)
-           (- n))
-          ((null tail) (write-u8 ob +tag-list+) (write-varint ob n) n)
-          ((= n 1) (write-u8 ob +tag-cons+) n)
-          (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n))))
 
 (defun write-list-header (ss list)
   "Write the tag and length of the run at LIST (see WRITE-RUN-HEADER)."

@@ -115,6 +115,8 @@ then (with its id taken) its contents."
                (and (simple-vector-p x) (short-leaf-vector-candidate-p x)
                     (write-short-leaf-vector ss x))))
           ((and tracked (written-before-p ss x)))
+          ;; with tracked conses, only a list not written before
+          ((and (consp x) (short-tracked-list-candidate-p ss x) (write-short-leaf-list ss x)))
           ((and (>= (ss-depth ss) +max-physical-depth+) (not (ss-no-defer ss)))
            ;; LATER and the header now; the contents after this record, in a
            ;; FILL naming the container by its rank among the LATERs.

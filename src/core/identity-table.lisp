@@ -748,6 +748,12 @@ of the next cons, or is indexed afresh after a collection."
              (return))))
     (values total c)))
 
+(defconstant +short-claim+ 8
+  "The most conses a claim for which IDENTITY-TABLE-CLAIM-MORE claims one
+by one, with IDENTITY-TABLE-CLAIM, in seen bits too: for the pairs and short
+lists of an alist, the calls and set-up of CLAIM-RUN-IN-BITS cost more than
+its loop saves.")
+
 (declaim (inline identity-table-claim-more))
 (defun identity-table-claim-more (table list limit)
   "Claim for the run open in TABLE (a table of runs) the cdr chain from
@@ -756,7 +762,7 @@ LIMIT conses; return how many conses were claimed and what follows them.
 Between two calls for one run, nothing else may enter TABLE: the run's
 conses take consecutive ids, as the decoder gives them."
   (declare (type identity-table table) (type index limit))
-  (if (it-hashed table)
+  (if (or (it-hashed table) (<= limit +short-claim+))
       (let ((n 0) (c list))
         (declare (type index n))
         (loop while (and (< n limit) (consp c) (identity-table-claim table c))
