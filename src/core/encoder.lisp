@@ -169,9 +169,6 @@ filling defers in turn."
 ;;; Where an unstorable object sits: found after the fact by a breadth-first
 ;;; search from the root, so the writer keeps no path while it works.
 
-;;; Where an unstorable object sits: found after the fact by a breadth-first
-;;; search from the root, so the writer keeps no path while it works.
-
 (defun object-children (x)
   "The (child . step) pairs of X that the writer would visit."
   (let ((children '()))
