@@ -502,6 +502,39 @@ every shared object still comes back as one."
       (setf done t)
       (sb-thread:join-thread collector))))
 
+(test identity-table-runs-claimed-in-blocks
+  "A run claimed a block at a time (IDENTITY-TABLE-CLAIM-RUN with a limit,
+then IDENTITY-TABLE-CLAIM-MORE), with a full collection between the
+blocks, gives its conses consecutive ids, and a later run stops at a cons
+of it."
+  (dolist (block (list 2 binstore::+short-claim+ 1024))
+    (let* ((table (binstore::make-identity-table :runs t
+                                                 :scratch-kind binstore::+scratch-cons-table+))
+           (first-list (make-list 3000 :initial-element 1))
+           (second-list (list* 5 6 (nthcdr 1000 first-list))))
+      (multiple-value-bind (n next) (binstore::identity-table-claim-run table first-list block)
+        (let ((total n))
+          (is (= block n))
+          (loop while (consp next)
+                do (sb-ext:gc :full t)  ; between two blocks: the conses move
+                   (multiple-value-bind (more rest)
+                       (binstore::identity-table-claim-more table next block)
+                     (is (= (min block (- 3000 total)) more))
+                     (when (zerop more)  ; stuck: TOTAL falls short below
+                       (return))
+                     (incf total more)
+                     (setf next rest)))
+          (is (= 3000 total))
+          (is (null next))))
+      (sb-ext:gc :full t)
+      (multiple-value-bind (n tail) (binstore::identity-table-claim-run table second-list 10)
+        (is (= 2 n))
+        (is (eq tail (nthcdr 1000 first-list))))
+      (is (loop for c on first-list for id from 0
+                always (= id (binstore::identity-table-get table c))))
+      (is (= 3000 (binstore::identity-table-get table second-list)))
+      (binstore::release-identity-table table))))
+
 (test identity-table-runs
   "A table of runs gives a run's conses consecutive ids, ends a run at a
 cons it has, and keeps the ids through collections and the switch to
