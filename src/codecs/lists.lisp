@@ -328,6 +328,13 @@ tail is where the contents' walk ends.)"
           ((= n 1) (write-u8 ob +tag-cons+) n)
           (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n))))
 
+(defun write-claimed-run (ss list n tail)
+  "Write the run of N conses at LIST, whose conses are claimed already
+(shared list structures) and which TAIL follows, with its length known;
+then its tail."
+  (declare (type index n))
+  (write-list-contents ss list (write-run-header ss list n tail (int64-run-p list n))))
+
 (declaim (inline short-list-element-p))
 (defun short-list-element-p (x boxed)
   "True when WRITE-SHORT-LEAF-LIST may take X: a leaf PUT-IMMEDIATE-LEAF
@@ -401,7 +408,7 @@ that length through the general writer."
           (declare (type index k))
           (unless (= k n)
             ;; a cons of the run was written before: the run ends there
-            (write-list-contents ss list (write-run-header ss list k rest (int64-run-p list k)))
+            (write-claimed-run ss list k rest)
             (return-from write-short-leaf-list t))))
       (let* ((sap (obuf-sap ob))
              (out (sb-sys:sap+ sap p)))
@@ -718,7 +725,7 @@ in one walk, claiming as it goes, a shorter one with its length known."
     (declare (type index n))
     (if (and (= n +claim-block+) (consp tail))
         (write-list-in-one-walk ss list n tail)
-        (write-list-contents ss list (write-run-header ss list n tail (int64-run-p list n))))))
+        (write-claimed-run ss list n tail))))
 
 ;;; Decoding -----------------------------------------------------------
 

@@ -672,11 +672,13 @@ run ends before it)."
 on (at most LIMIT, unless it is NIL), in the seen bits of TABLE (a table of
 runs, in seen bits), while each lies in the chunk met last, the GC epoch is
 TABLE's and its bit is clear; return the cons reached (or what ends the
-chain) and how many were claimed, leaving their count to the caller.  It calls nothing, so that
-its variables stay in registers: with the calls to take a new chunk or
-index afresh in the loop, they lived on the stack, and each cdr waited for
-the store and the load of the one before.  The word of bits being set
-stays in a register while the conses stay within its 64 granules."
+chain) and how many were claimed, leaving their count to the caller.  It
+calls nothing, so that its variables stay in registers: with the calls to
+take a new chunk or index afresh in the loop, they lived on the stack, and
+each cdr waited for the store and the load of the one before.  The word of
+bits being set stays in a register while the conses stay within its 64
+granules.  Inline in two functions, with and without a limit, so that the
+loop without one tests nothing for it."
   (declare (type identity-table table) (type (or null index) limit) (optimize speed))
   (let ((bits (it-bits table))
         (base (it-last-base table))
