@@ -261,14 +261,21 @@ the directory, and then remembered in place of the oldest of them."
     (mark-seen-at table base address)))
 
 (defun seen-p (table object)
-  "Whether OBJECT's seen bit is set."
-  (declare (type identity-table table))
+  "Whether OBJECT's seen bit is set.  The chunk met last and those met
+lately are looked at first, as MARK-SEEN does, then the directory, without
+taking a block for a chunk that has none."
+  (declare (type identity-table table) (optimize speed))
   (let* ((address (sb-kernel:get-lisp-obj-address object))
-         (entry (aref (it-directory table) (directory-slot table (address-chunk address))))
-         (granule (address-granule address)))
-    (and (plusp entry)
-         (logbitp (logand granule 63)
-                  (aref (it-bits table) (+ (* +block-words+ (1- entry)) (ash granule -6)))))))
+         (chunk (address-chunk address))
+         (granule (address-granule address))
+         (base (cond ((= chunk (it-last-chunk table)) (it-last-base table))
+                     ((recent-base table chunk))
+                     (t (let ((entry (aref (it-directory table) (directory-slot table chunk))))
+                          (if (plusp entry)
+                              (* +block-words+ (1- entry))
+                              (return-from seen-p nil)))))))
+    (declare (type index base))
+    (logbitp (logand granule 63) (aref (it-bits table) (+ base (ash granule -6))))))
 
 (defun clear-seen (table)
   "Clear TABLE's seen bits and directory, touching only the blocks in use.
