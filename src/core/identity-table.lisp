@@ -260,6 +260,7 @@ the directory, and then remembered in place of the oldest of them."
     (declare (type index base))
     (mark-seen-at table base address)))
 
+(declaim (inline seen-p))
 (defun seen-p (table object)
   "Whether OBJECT's seen bit is set.  The chunk met last and those met
 lately are looked at first, as MARK-SEEN does, then the directory, without
