@@ -26,10 +26,7 @@ an output region when that is too small)."
   (call-with-foreign-octets
    size
    (lambda (sap)
-     (let* ((n (apply #'binstore:store-to-sap sap size data options))
-            (v (make-array n :element-type '(unsigned-byte 8))))
-       (dotimes (i n v)
-         (setf (aref v i) (sb-sys:sap-ref-8 sap i)))))))
+     (sap-octets sap (apply #'binstore:store-to-sap sap size data options)))))
 
 (defun check-one-walk-bytes (data &rest options)
   "Every in-memory place writes exactly the stream's bytes for DATA, which

@@ -270,8 +270,10 @@ array's, from its storage vector)."
   (let ((ob (ss-obuf ss)) (i 0) (refs (leaf-refs ss)))
     (declare (type index i))
     (loop
-      ;; numbers, the commonest elements, in blocks
-      (setf i (write-leaf-elements ob v i n refs))
+      ;; numbers, the commonest elements, in blocks; the call is made only
+      ;; for one, as it would return at once for anything else
+      (when (and (< i n) (leaf-p (svref v i)))
+        (setf i (write-leaf-elements ob v i n refs)))
       (when (>= i n)
         (return))
       (let ((x (svref v i)))
@@ -362,13 +364,6 @@ the type at run time, it parses the type specifier on every call (about
                   (t (error "no element type has code ~d" code)))))
     (by-code)))
 
-(defun write-specialized-vector (ob v code)
-  (write-u8 ob +tag-specialized-vector+)
-  (write-u8 ob code)
-  (write-varint ob (length v))
-  (unless (= code +element-type-nil+)    ; such a vector has no elements to write
-    (write-payload ob v code (length v))))
-
 (sb-ext:define-load-time-global **copied-element-bits**
     (let ((table (make-array 256 :element-type '(unsigned-byte 8) :initial-element 0)))
       (loop for (code nil bits) across +element-types+
@@ -379,6 +374,49 @@ the type at run time, it parses the type specifier on every call (about
   "For each element type code whose payload is the vector's memory as it
 is (copied in one block): bits per element.  Zero for every other code.")
 (declaim (type (simple-array (unsigned-byte 8) (256)) **copied-element-bits**))
+
+(defun put-copied-vector (ob v code n bits)
+  "Write the specialized vector V (N elements of the element type CODE,
+whose payload is its memory as it is, BITS bits an element) with its
+header, in one block under one room check, if the window holds them all;
+return true if written.  The general path's calls and arithmetic on
+integers of any size cost more than copying a kilobyte."
+  (declare (type obuf ob) (type (simple-array * (*)) v) (type (unsigned-byte 8) code)
+           (type (unsigned-byte 55) n) (type (integer 1 128) bits) (optimize speed))
+  (let* ((payload-bits (* n bits))
+         (whole (ash payload-bits -3))
+         (partial-bits (logand payload-bits 7))
+         (p (obuf-pos ob))
+         (header-end (+ p 2 (varint-length n)))
+         (end (+ header-end whole (if (zerop partial-bits) 0 1))))
+    (when (<= end (obuf-end ob))
+      (let ((sap (obuf-sap ob)))
+        (setf (sb-sys:sap-ref-8 sap p) +tag-specialized-vector+
+              (sb-sys:sap-ref-8 sap (+ p 1)) code)
+        (put-varint sap (+ p 2) n)
+        (sb-sys:with-pinned-objects (v)
+          (let ((from (sb-sys:vector-sap v)))
+            (copy-memory from (sb-sys:sap+ sap header-end) whole)
+            ;; the unused bits of the last byte are written as zeros
+            (unless (zerop partial-bits)
+              (setf (sb-sys:sap-ref-8 sap (+ header-end whole))
+                    (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 from whole))))))
+        (setf (obuf-pos ob) end)
+        t))))
+
+(defun write-specialized-vector (ob v code)
+  "Tag, element type code, length, payload: in one block where
+PUT-COPIED-VECTOR can, otherwise piece by piece."
+  (declare (type obuf ob) (type (simple-array * (*)) v) (type (unsigned-byte 8) code)
+           (optimize speed))
+  (let ((n (length v))
+        (bits (aref **copied-element-bits** code)))
+    (unless (and (plusp bits) (< n (expt 2 55)) (put-copied-vector ob v code n bits))
+      (write-u8 ob +tag-specialized-vector+)
+      (write-u8 ob code)
+      (write-varint ob n)
+      (unless (= code +element-type-nil+) ; such a vector has no elements to write
+        (write-payload ob v code n)))))
 
 (defun read-specialized-vector (rs)
   "Read a specialized vector whose tag was just consumed.  The common case,

@@ -105,13 +105,17 @@ NIL for a discarded one) when all have one; otherwise NIL."
 
 (defun descriptor-for (ss object)
   "The class descriptor for OBJECT's class, made at its first instance.  The
-last one asked for is kept aside: instances of one class tend to come
-together."
-  (let ((class (class-of object)))
-    (if (eq class (ss-last-class ss))
+last one asked for is kept aside under the layout of the instance that
+asked: instances of one class tend to come together, and an instance's
+layout is one load away where CLASS-OF is a call.  (Instances of one class
+with different layouts, some not yet updated to a redefinition, each find
+the class's one descriptor.)"
+  (declare (type store-state ss) (optimize speed))
+  (let ((wrapper (sb-kernel:wrapper-of object)))
+    (if (eq wrapper (ss-last-wrapper ss))
         (ss-last-descriptor ss)
-        (let ((d (find-or-make-descriptor ss object class)))
-          (setf (ss-last-class ss) class
+        (let ((d (find-or-make-descriptor ss object (class-of object))))
+          (setf (ss-last-wrapper ss) wrapper
                 (ss-last-descriptor ss) d)))))
 
 (defun find-or-make-descriptor (ss object class)
@@ -150,11 +154,38 @@ as the descriptor lives only as long as the store)."
           (setf (class-descriptor-id d) (remember-recurring ss d))))))
 
 (defun write-instance-header (ss object)
-  "Tag and descriptor; returns the descriptor for the contents."
-  (let ((d (descriptor-for ss object)))
-    (write-u8 (ss-obuf ss) +tag-instance+)
-    (write-class-descriptor ss d)
+  "Tag and descriptor; returns the descriptor for the contents.  After the
+class's first instance the descriptor is a reference, written with the tag
+under one room check."
+  (declare (type store-state ss) (optimize speed))
+  (let ((d (descriptor-for ss object))
+        (ob (ss-obuf ss)))
+    (let ((id (class-descriptor-id d)))
+      (if (and (>= id 0) (< id (expt 2 32)))
+          (let* ((p (reserve ob (1+ (ref-length id))))
+                 (sap (obuf-sap ob)))
+            (setf (sb-sys:sap-ref-8 sap p) +tag-instance+)
+            (put-ref sap (1+ p) id))
+          (progn
+            (write-u8 ob +tag-instance+)
+            (write-class-descriptor ss d))))
     d))
+
+(declaim (inline write-slot-value))
+(defun write-slot-value (ss x)
+  "Write X, a slot's value: NIL, T, a fixnum or a single float (and without
+reference tracking a double or a complex of floats) here, with the window's
+room checked once, anything else through WRITE-OBJECT."
+  (declare (type store-state ss))
+  (let* ((ob (ss-obuf ss))
+         (p (obuf-pos ob))
+         (boxed (not (ss-track ss))))
+    (if (and (immediate-leaf-p x boxed)
+             (<= (+ p +max-leaf-bytes+) (obuf-end ob)))
+        (let ((sap (obuf-sap ob)))
+          (setf (obuf-pos ob)
+                (sb-sys:sap- (put-immediate-leaf (sb-sys:sap+ sap p) x boxed) sap)))
+        (write-object ss x))))
 
 (defun write-instance-contents (ss object d)
   (let ((ob (ss-obuf ss)))
@@ -173,13 +204,13 @@ as the descriptor lives only as long as the store)."
                             (write-object ss value)))))
             ((= (class-descriptor-kind d) +class-kind-structure+)
              (loop for i of-type fixnum across locations
-                   do (write-object ss (sb-kernel:%instance-ref object i))))
+                   do (write-slot-value ss (sb-kernel:%instance-ref object i))))
             (t
              (loop for i of-type fixnum across locations
                    do (let ((value (sb-mop:standard-instance-access object i)))
                         (if (eq value sb-pcl:+slot-unbound+)
                             (write-u8 ob +tag-unbound-slot+)
-                            (write-object ss value)))))))))
+                            (write-slot-value ss value)))))))))
 
 ;;; Decoding -----------------------------------------------------------
 ;;; A restored descriptor is resolved once against the running image into

@@ -66,9 +66,11 @@ vector): its id can be taken before it is written, in the same probe."
        (tracked-simple-leaf (ss x) (write-complex ss x)))
       (complex (tracked-leaf (ss x) (write-complex ss x)))
       (array
-       (cond ((general-t-array-p x) (write-container-object ss x))
-             ((typep x '(simple-array * (*)))
+       ;; simple vectors went above: a simple one-dimensional array here is
+       ;; specialized, known without asking its element type
+       (cond ((typep x '(simple-array * (*)))
               (tracked-simple-leaf (ss x) (write-specialized-vector ob x (element-type-code x))))
+             ((general-t-array-p x) (write-container-object ss x))
              (t
               (tracked-leaf (ss x)
                 (incf (ss-depth ss))

@@ -34,8 +34,8 @@
   (no-defer nil)                       ; true while writing parts that must be complete
   (store-class-slots nil)
   (descriptors nil :type (or null hash-table)) ; class -> class-descriptor
-  (last-class nil)                     ; the class asked for last, and its descriptor
-  (last-descriptor nil)
+  (last-wrapper nil)                   ; the layout of the instance asked for last,
+  (last-descriptor nil)                ; and its class's descriptor
   (last-package nil)                   ; the package written last, and its id
   (last-package-id 0 :type index)
   (root nil))                          ; the data, to locate unstorable objects
@@ -146,6 +146,12 @@ are too, so make room for them in the table at once."
   (if (< id +small-ref-count+)
       (write-u8 ob (+ +first-small-ref-tag+ id))
       (progn (write-u8 ob +tag-ref+) (write-varint ob id))))
+
+(declaim (inline ref-length))
+(defun ref-length (id)
+  "Bytes WRITE-REF and PUT-REF take for a reference to ID."
+  (declare (type index id))
+  (if (< id +small-ref-count+) 1 (1+ (varint-length id))))
 
 (declaim (inline put-ref))
 (defun put-ref (sap p id)
