@@ -13,13 +13,15 @@
 ;;;; preallocated vector with a fill pointer (allocation not timed), (restore
 ;;;; vec), the bytes consed by one restore (after a first one: binstore
 ;;;; keeps its working vectors between calls); and, once per data set, the Lisp
-;;;; printer/reader as a baseline (print readably with :circle t, read back)
-;;;; plus a memcpy reference (REPLACE between octet vectors of the output's
-;;;; size).  Very short operations are repeated within a run (the run's time
-;;;; divided by the repetitions) so the clock's resolution does not matter.
-;;;; The runs of a data set's modes and operations are interleaved, in
-;;;; rounds that run each once in turn, so that a slower phase of the
-;;;; machine falls on all of them alike and the ratios between modes hold.
+;;;; printer/reader as a baseline (print readably with :circle t, read back);
+;;;; and per data set x mode two references: memcpy (REPLACE between octet
+;;;; vectors of the output's size) and the allocation floor (fresh pages of
+;;;; as many bytes as a restore conses).  Very short operations are repeated
+;;;; within a run (the run's time divided by the repetitions) so the clock's
+;;;; resolution does not matter.  The runs of a data set's modes, operations
+;;;; and references are interleaved, in rounds that run each once in turn,
+;;;; so that a slower phase of the machine falls on all of them alike and
+;;;; the ratios between them hold.
 ;;;; Each round trip is checked once (a wrong one is marked WRONG); a data
 ;;;; set x mode taking over *CELL-TIMEOUT* seconds is marked TIMEOUT.  The
 ;;;; best peer figures and targets (bench/peers.lisp) are compared with.
@@ -146,11 +148,11 @@ several megabytes have been consed and the total is averaged."
            (optimize speed))
   (replace to from))
 
-(defun memcpy-seconds (size)
-  "Seconds to copy SIZE bytes between two octet vectors with REPLACE."
+(defun memcpy-timer (size)
+  "A timer copying SIZE bytes between two octet vectors with REPLACE."
   (let ((from (make-array size :element-type '(unsigned-byte 8) :initial-element 7))
         (to (make-array size :element-type '(unsigned-byte 8) :initial-element 0)))
-    (values (measure (lambda () (copy-octets to from))))))
+    (make-timer (lambda () (copy-octets to from)))))
 
 (defun touch-fresh-memory (bytes)
   "Allocate BYTES of octet vectors and write one byte in every 4 KiB page:
@@ -166,9 +168,9 @@ in again), which any restore allocating BYTES pays whatever it does."
                (decf bytes n)))
     kept))
 
-(defun alloc-floor-seconds (bytes)
-  "Seconds TOUCH-FRESH-MEMORY takes for BYTES, each run after a full GC."
-  (values (measure (lambda () (touch-fresh-memory (max 1 (round bytes)))))))
+(defun alloc-floor-timer (bytes)
+  "A timer of TOUCH-FRESH-MEMORY for BYTES."
+  (make-timer (lambda () (touch-fresh-memory (max 1 (round bytes))))))
 
 (defun element-bits (array)
   "Bits per element of ARRAY's data as laid out in memory."
@@ -296,8 +298,10 @@ that is impossible, wrong, or over the time allowances."
 
 (defstruct (cell (:constructor make-cell (row)))
   "A data set x mode being measured: its ROW, and the timers of its store,
-store-into and restore once made (NIL where a problem stopped it)."
-  row store into restore)
+store-into and restore once made (NIL where a problem stopped it), and
+those of the references measured beside them: memcpy of as many bytes as
+it stores, and the allocation floor of what its restore conses."
+  row store into restore memcpy floor)
 
 (defun prepare-cell (dataset mode data baseline)
   "Check DATA (the data set named DATASET) in MODE and make its timers, each
@@ -329,7 +333,10 @@ benchmark finish."
            (setf phase "store-into")
            (setf (cell-into cell) (store-into-timer row data args vec))
            (setf phase "restore")
-           (setf (cell-restore cell) (make-timer (lambda () (binstore:restore vec))))))
+           (setf (cell-restore cell) (make-timer (lambda () (binstore:restore vec))))
+           (unless (row-problem row)
+             (setf (cell-memcpy cell) (memcpy-timer (row-bytes row))
+                   (cell-floor cell) (alloc-floor-timer (row-consed row))))))
       (sb-ext:timeout ()
         (add-problem row "TIMEOUT: cell abandoned after ~D s (in ~A)" *cell-timeout* phase))
       (serious-condition (c)
@@ -338,20 +345,22 @@ benchmark finish."
     cell))
 
 (defun cell-timers (cell)
-  (remove nil (list (cell-store cell) (cell-into cell) (cell-restore cell))))
+  "The timers of CELL, to be run in rounds together: the references too,
+so that a slower phase of the machine falls on them as on binstore."
+  (remove nil (list (cell-store cell) (cell-into cell) (cell-restore cell)
+                    (cell-memcpy cell) (cell-floor cell))))
 
 (defun finish-cell (cell data)
-  "Fill CELL's row from its timers, and time memcpy and the allocation floor
-for it; returns the row."
+  "Fill CELL's row from its timers; returns the row."
   (let ((row (cell-row cell)))
     (flet ((best (timer) (and timer (timer-best timer))))
       (setf (row-store row) (best (cell-store cell))
             (row-into row) (best (cell-into cell))
             (row-restore row) (best (cell-restore cell))
             (row-runs row) (and (cell-store cell) (timer-done (cell-store cell)))))
-    (when (and (row-bytes row) (row-consed row) (not (row-problem row)))
-      (setf (row-memcpy row) (memcpy-seconds (row-bytes row)))
-      (setf (row-floor row) (alloc-floor-seconds (row-consed row)))
+    (when (cell-memcpy cell)
+      (setf (row-memcpy row) (timer-best (cell-memcpy cell))
+            (row-floor row) (timer-best (cell-floor cell)))
       (when (dataset-option (row-dataset row) :specialized)
         (setf (row-payload row) (payload-bytes data))))
     row))
