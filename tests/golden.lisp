@@ -107,3 +107,28 @@ filled after the top-level object."
     (let ((bytes (stored-octets deep)))
       (is (= (+ (* 2 1000) 3 2 1) (length bytes)))
       (is (equal '(#x21 #x02 #x01 #x22 #x00 #x00) (last bytes 6))))))
+
+(test golden-shared-instances
+  "A structure whose slot holds itself, and one holding a string and the
+first, each met twice: the first instance writes its class descriptor (id
+5, after the package, the class name and the two slot names) and takes id
+6, the second refers to the descriptor (#x45) and takes id 7 before its
+string takes 8; after them both are one-byte references.  The instance's
+own reference inside it is #x46."
+  (let* ((a (make-gen-point :x 1))
+         (b (make-gen-point :x (coerce "s" 'simple-base-string) :y a)))
+    (setf (gen-point-y a) a)
+    (is (equal (append '(#x14 #x04 #x1D #x1E #x00 #x17 #x1A #x0E)
+                       (map 'list #'char-code "BINSTORE-TESTS")
+                       '(#x09) (map 'list #'char-code "GEN-POINT")
+                       '(#x02 #x17 #x41 #x01 #x58 #x17 #x41 #x01 #x59
+                         #x71 #x46
+                         #x1D #x45 #x12 #x01 #x73 #x46
+                         #x46 #x47))
+               (stored-octets (vector a b a b))))
+    (let ((copy (binstore:restore (binstore:store nil (vector a b a b)))))
+      (is (eq (svref copy 0) (svref copy 2)))
+      (is (eq (svref copy 1) (svref copy 3)))
+      (is (eq (svref copy 0) (gen-point-y (svref copy 0))))
+      (is (eq (svref copy 0) (gen-point-y (svref copy 1))))
+      (is (equal '(1 "s") (map 'list #'gen-point-x (subseq copy 0 2)))))))

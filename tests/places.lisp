@@ -1142,3 +1142,39 @@ then again once all are updated: each is stored as the class is now."
                        (1 (is (eql (+ 10 (floor i 3)) (slot-value o 'a)))
                           (is (eql (floor i 3) (slot-value o 'b))))
                        (t (is (eql 2 (gen-point-y o))))))))))))
+
+(test instances-nested-past-the-deferral-depth
+  "A chain of 2,500 structures, each holding the next and one shared
+string, whose last holds the first: those past +MAX-PHYSICAL-DEPTH+ are
+written LATER and filled after, each still taking its id where the
+decoder completes it, so the copy has the same cycle and one string.
+Without reference tracking, a chain of standard objects as deep, ending
+in NIL, is written with LATER records too and comes back equal."
+  (let* ((shared (coerce "shared" 'simple-base-string))
+         (nodes (loop for i below 2500 collect (make-gen-point :x i :y nil)))
+         (ring (coerce nodes 'vector)))
+    (loop for (a b) on nodes
+          do (setf (gen-point-y a) (list (or b (first nodes)) shared)))
+    (let* ((copy (round-trip (vector (first nodes) (aref ring 1700))))
+           (first (svref copy 0)))
+      (is (eq (svref copy 1)
+              (let ((node first)) (dotimes (i 1700 node) (setf node (first (gen-point-y node)))))))
+      (let ((node first) (xs '()) (strings '()))
+        (dotimes (i 2500)
+          (push (gen-point-x node) xs)
+          (pushnew (second (gen-point-y node)) strings)
+          (setf node (first (gen-point-y node))))
+        (is (equal (loop for i downfrom 2499 to 0 collect i) xs))
+        (is (eq first node) "the ring closes on the first node")
+        (is (equal '("shared") strings)))))
+  (let ((chain nil))
+    (dotimes (i 2500) (setf chain (make-instance 'gen-node :left i :right chain)))
+    ;; a LATER record (#x21) holds an instance's header (#x1D)
+    (is-true (search '(#x21 #x1D) (binstore:store nil chain :track-references nil)))
+    (let ((copy (round-trip chain :track-references nil))
+          (lefts '()))
+      (loop while (typep copy 'gen-node)
+            do (push (gen-node-left copy) lefts)
+               (setf copy (gen-node-right copy)))
+      (is (null copy))
+      (is (equal (loop for i below 2500 collect i) lefts)))))

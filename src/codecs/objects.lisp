@@ -153,23 +153,47 @@ as the descriptor lives only as long as the store)."
             (write-object ss name))
           (setf (class-descriptor-id d) (remember-recurring ss d))))))
 
+(declaim (inline put-instance-tag))
+(defun put-instance-tag (ob descriptor-id)
+  "Write the tag of an instance and the reference to its class descriptor,
+DESCRIPTOR-ID (under 2^32), under one room check."
+  (declare (type obuf ob) (type (unsigned-byte 32) descriptor-id))
+  (let* ((p (reserve ob (1+ (ref-length descriptor-id))))
+         (sap (obuf-sap ob)))
+    (setf (sb-sys:sap-ref-8 sap p) +tag-instance+)
+    (put-ref sap (1+ p) descriptor-id)))
+
 (defun write-instance-header (ss object)
   "Tag and descriptor; returns the descriptor for the contents.  After the
-class's first instance the descriptor is a reference, written with the tag
-under one room check."
+class's first instance the descriptor is a reference (PUT-INSTANCE-TAG)."
   (declare (type store-state ss) (optimize speed))
   (let ((d (descriptor-for ss object))
         (ob (ss-obuf ss)))
     (let ((id (class-descriptor-id d)))
       (if (and (>= id 0) (< id (expt 2 32)))
-          (let* ((p (reserve ob (1+ (ref-length id))))
-                 (sap (obuf-sap ob)))
-            (setf (sb-sys:sap-ref-8 sap p) +tag-instance+)
-            (put-ref sap (1+ p) id))
+          (put-instance-tag ob id)
           (progn
             (write-u8 ob +tag-instance+)
             (write-class-descriptor ss d))))
     d))
+
+(defun write-instance (ss object)
+  "Write OBJECT, a structure, standard object or condition.  After its
+class's first instance, when it is not to be deferred, in this one function:
+its descriptor is then a reference that takes no id, so the instance can
+take its own id before its header is written, in the same probe that asks
+whether it was written before.  Otherwise as any container."
+  (declare (type store-state ss) (optimize speed))
+  (let* ((d (descriptor-for ss object))
+         (id (class-descriptor-id d)))
+    (if (and (>= id 0) (< id (expt 2 32)) (< (ss-depth ss) +max-physical-depth+))
+        (unless (and (ss-track ss) (written-before-or-remember-p ss object))
+          (put-instance-tag (ss-obuf ss) id)
+          (incf (ss-depth ss))
+          (check-store-depth ss)
+          (write-instance-contents ss object d)
+          (decf (ss-depth ss)))
+        (write-container-object ss object))))
 
 (declaim (inline write-slot-value))
 (defun write-slot-value (ss x)

@@ -83,7 +83,7 @@ vector): its id can be taken before it is written, in the same probe."
       (t (if (typep x '(or structure-object standard-object condition))
              ;; DESCRIPTOR-FOR refuses the instances UNSTORABLE-P names,
              ;; once per class
-             (write-container-object ss x)
+             (write-instance ss x)
              (unstorable ss x))))))
 
 ;;; Containers --------------------------------------------------------------
