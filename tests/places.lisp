@@ -914,6 +914,34 @@ alone the runway of a kind nothing was allocated of since the last look."
         (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
         (is (every #'vectorp keep))))))
 
+(test runways-reach-past-the-object-about-to-be-made
+  "A look made before an object of BYTES is allocated (one of up to
+SB-VM:LARGE-OBJECT-SIZE, which SBCL puts at the allocation point) extends
+the runway of that kind past the object and two looks more, where it would
+otherwise have been left as long enough for two looks."
+  (let ((vectors (binstore::make-runway))
+        (reach (* 512 1024))
+        (bytes (* 100 1024))
+        (keep (make-array 60)))
+    (flet ((move-point (from to)
+             (loop for i from from below to
+                   do (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8))))))
+      (binstore::look-at-runway vectors nil reach)
+      (move-point 0 50)
+      (binstore::look-at-runway vectors nil reach)
+      (move-point 50 60)
+      (let ((point (binstore::allocation-point nil))
+            (end (binstore::runway-end vectors)))
+        (when (and (< 0 point end) (>= (- end point) (* 2 binstore::+look-bytes+)))
+          (binstore::look-at-runway vectors nil reach bytes)
+          ;; (checked after the look: a check conses, which moves the point)
+          ;; long enough for two looks, not for the object as well
+          (is (< (- end point) (+ bytes (* 2 binstore::+look-bytes+))))
+          (is (= point (binstore::runway-start vectors)))
+          (is (<= (min (binstore::heap-end) (+ point bytes (* 2 binstore::+look-bytes+)))
+                  (binstore::runway-end vectors))))
+        (is (every #'vectorp keep))))))
+
 (test small-objects-restore-on-the-runway
   "Small vectors, strings, structures and lists of boxed floats long enough to
 move the runways many times, restored right after full collections, in each

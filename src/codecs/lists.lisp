@@ -740,7 +740,7 @@ faulted in as it is written after a full collection."
     (declare (type index left))
     (loop while (> left 0)
           do (let ((k (min left (floor +look-bytes+ 16))))
-               (keep-runways rs (* 16 k))
+               (keep-runways rs (* 16 k) t)
                (loop repeat k do (push nil list))
                (decf left k)))
     list))
@@ -757,8 +757,8 @@ tracks conses); return it and its tag (the fill info)."
                                         "a list")))))
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
-    (charge rs (* 16 n))
-    (let ((run (if (< (* 16 n) +prefault-bytes+) ; CHARGE kept the runways for it
+    (charge rs (* 16 n) t)
+    (let ((run (if (< (* 16 n) sb-vm:large-object-size) ; CHARGE kept the runways for it
                    (make-list n)
                    (make-long-list rs n))))
       (when (rs-track-conses rs)

@@ -329,33 +329,36 @@ use); from a stream, which does not tell, the heap's size."
         heap
         (min heap (ceiling (* (rs-allocated rs) (available ib)) (max 1 (ibuf-offset ib)))))))
 
-(defun look-at-runways (rs)
+(defun look-at-runways (rs bytes conses)
   "KEEP-RUNWAYS' look, every +LOOK-BYTES+ of small objects from the first
-+PREFAULT-BYTES+ on."
-  (declare (type restore-state rs))
++PREFAULT-BYTES+ on, before BYTES are allocated at the point of conses
+(CONSES true) or of other objects: that point's runway must reach past them."
+  (declare (type restore-state rs) (type index bytes))
   (let ((runways (or (rs-runways rs)
                      (setf (rs-runways rs) (cons (make-runway) (make-runway)))))
         (reach (runway-reach rs)))
     (setf (rs-next-look rs) (+ (rs-allocated rs) +look-bytes+))
-    (look-at-runway (car runways) t reach)
-    (look-at-runway (cdr runways) nil reach)))
+    (look-at-runway (car runways) t reach (if conses bytes 0))
+    (look-at-runway (cdr runways) nil reach (if conses 0 bytes))))
 
 (declaim (inline keep-runways))
-(defun keep-runways (rs bytes)
-  "Before BYTES of small objects are allocated: count them, and every
-+LOOK-BYTES+ look at the runways (LOOK-AT-RUNWAY).  Inline: between looks
-it costs an addition and a comparison."
+(defun keep-runways (rs bytes &optional conses)
+  "Before BYTES of small objects are allocated, conses when CONSES: count
+them, and every +LOOK-BYTES+ look at the runways (LOOK-AT-RUNWAYS).
+Inline: between looks it costs an addition and a comparison."
   (declare (type restore-state rs) (type index bytes))
   (let ((allocated (+ (rs-allocated rs) bytes)))
     (setf (rs-allocated rs) allocated)
     (when (>= allocated (rs-next-look rs))
-      (look-at-runways rs))))
+      (look-at-runways rs bytes conses))))
 
 (declaim (inline charge))
-(defun charge (rs bytes)
-  "Count BYTES of memory about to be allocated against max-to-read; for a
-small object, keep the heap's pages ahead mapped (KEEP-RUNWAYS).  Larger
-objects get pages of their own, which PREFAULT-VECTOR maps where they land."
+(defun charge (rs bytes &optional conses)
+  "Count BYTES of memory about to be allocated (conses when CONSES) against
+max-to-read.  For an object under SB-VM:LARGE-OBJECT-SIZE, which SBCL makes
+at the thread's allocation point, keep the heap's pages ahead mapped
+(KEEP-RUNWAYS); a larger one gets pages of its own, which PREFAULT-VECTOR
+maps where they land."
   (declare (type restore-state rs) (type unsigned-byte bytes))
   (let ((left (rs-alloc-left rs)))
     (when left
@@ -364,8 +367,8 @@ objects get pages of their own, which PREFAULT-VECTOR maps where they land."
           (error 'limit-exceeded :limit :max-to-read :value left
                                  :offset (ibuf-offset (rs-ibuf rs))
                                  :message "restoring would allocate more memory than max-to-read allows"))))
-  (when (< bytes +prefault-bytes+)
-    (keep-runways rs bytes)))
+  (when (< bytes sb-vm:large-object-size)
+    (keep-runways rs bytes conses)))
 
 (defun restore-too-deep (rs)
   "Signal that the input nests deeper than max-depth or the control stack allows."
@@ -761,7 +764,7 @@ before either is read, so nothing takes an id unless the cons is made."
         (values nil nil)
         (let* ((car (window-leaf rs sap (+ p 1) end))
                (cell (cons car (window-leaf rs sap (+ p 1 car-bytes) end))))
-          (charge rs 16)
+          (charge rs 16 t)
           (when (rs-track-conses rs)
             (register-run rs cell 1))
           (values cell (+ p 1 car-bytes cdr-bytes))))))
@@ -820,7 +823,7 @@ list to the general path."
                      (refuse))
                    (setf (car c) value
                          q next)))
-        (charge rs (* 16 n))
+        (charge rs (* 16 n) t)
         (when (rs-track-conses rs)
           (register-run rs run n))
         (values run q)))))

@@ -7,10 +7,14 @@
 ;;;; that makes a thousand vectors of 10 KB takes its 2,500 faults one at a
 ;;;; time: 6 ms where the copies alone take 1.  The restore therefore keeps
 ;;;; a runway mapped ahead of each of the thread's two allocation points,
-;;;; by PREFAULT.  It counts the bytes of the small objects it makes and,
-;;;; from the first +PREFAULT-BYTES+ on (a small restore pays nothing),
-;;;; looks at both points every +LOOK-BYTES+: a point that has moved and
-;;;; nears the end of its runway gets the next stretch mapped, as long as
+;;;; by PREFAULT.  It counts the bytes of the small objects it makes (those
+;;;; under SB-VM:LARGE-OBJECT-SIZE, 128 KiB: SBCL makes them at the points)
+;;;; and, from the first +PREFAULT-BYTES+ on (a small restore pays nothing),
+;;;; looks at both points every +LOOK-BYTES+, before the object that passes
+;;;; that count is made: a point that has moved and comes nearer the end of
+;;;; its runway than that object and two looks gets the next stretch mapped
+;;;; (an object of 80 KB made past the end would map its own pages first,
+;;;; and the stretch after it could no longer be one huge page), as long as
 ;;;; the point has moved so far and at most +RUNWAY-BYTES+, which bounds
 ;;;; what a restore can map and not use (the restore bounds it closer when
 ;;;; the input is in memory: RUNWAY-REACH).  Where that reach goes past the
@@ -102,15 +106,16 @@ MOVED forward since the first look."
   (end 0 :type sb-ext:word)
   (moved 0 :type index))
 
-(defun look-at-runway (runway conses reach)
+(defun look-at-runway (runway conses reach &optional (bytes 0))
   "Extend RUNWAY, the runway of the allocation point of conses (CONSES true)
 or of other objects, when that point is less than two looks' allocation
-from its end (see EXTEND-RUNWAY): by REACH at most, and no more than the
+and the BYTES about to be allocated there from its end (see
+EXTEND-RUNWAY): by REACH at most, and no more than the
 point has moved so far, which is what this kind has allocated (a restore of
 a few vectors in a list must not map a runway for conses).  Not when the
 point has not moved since the last look, nor at the first look, which only
 notes it."
-  (declare (type runway runway) (type index reach))
+  (declare (type runway runway) (type index reach bytes))
   (let ((point (allocation-point conses))
         (last (runway-point runway))
         (start (runway-start runway))
@@ -121,7 +126,7 @@ notes it."
         (when (> point last)
           (setf (runway-moved runway)
                 (min most-positive-fixnum (+ (runway-moved runway) (- point last)))))
-        (let ((need (* 2 +look-bytes+)))  ; until the look after next
+        (let ((need (+ bytes (* 2 +look-bytes+)))) ; until the look after next
           (unless (and (<= start point) (< point end) (>= (- end point) need))
             (setf (values (runway-start runway) (runway-end runway))
                   (extend-runway point need start end
