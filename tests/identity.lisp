@@ -673,3 +673,92 @@ written before pass unseen."
     (let ((copy (binstore:restore expected)))
       (check-same data copy)
       (is (eq (nthcdr 2000 (first copy)) (nthcdr 2000 (second copy)))))))
+
+(test identity-table-box-runs
+  "Boxes given ids as box runs (from a list, from a vector, and a run too
+short for one, which takes entries), between objects with entries, keep
+their ids through the switch to hashing and through collections, and
+MAP-OBJECTS gives every object in id order.  Releasing the table drops the
+runs."
+  (let* ((table (binstore::make-identity-table))
+         (list (loop for i below 10 collect (+ 0.5d0 i)))
+         (vector (coerce (loop for i below 6 collect (+ 100.5d0 i)) 'simple-vector))
+         (pair (list 200.5d0 201.5d0))
+         (first (list 'first))
+         (middle (list 'middle))
+         (last (list 'last)))
+    (flet ((take-run (source start n)
+             ;; as PUT-TRACKED-BOXES leaves them: seen bits set, then settled
+             (if (consp source)
+                 (loop for x in source repeat n do (binstore::mark-seen table x))
+                 (loop for i from start below (+ start n)
+                       do (binstore::mark-seen table (svref source i))))
+             (binstore::settle-box-run table -1 0 source start n)))
+      (is (= -1 (binstore::identity-table-get-or-add table first)))      ; id 0
+      (take-run list 0 10)                                                     ; ids 1-10
+      (is (= -1 (binstore::identity-table-get-or-add table middle)))     ; id 11
+      (take-run vector 2 4)                                                    ; ids 12-15
+      (take-run pair 0 2)                                                      ; ids 16-17, entries
+      (is (= -1 (binstore::identity-table-get-or-add table last)))       ; id 18
+      (is (= 19 (binstore::it-count table)))
+      (is (= 2 (binstore::it-box-run-count table)))
+      (is (= 5 (binstore::it-entries table)))
+      (let ((expected (append (list first) list (list middle) (coerce (subseq vector 2) 'list)
+                              pair (list last))))
+        (flet ((mapped ()
+                 (let ((objects '()) (ids '()))
+                   (binstore::map-objects (lambda (object id) (push object objects) (push id ids))
+                                          table)
+                   (and (every #'eq expected (reverse objects))
+                        (= (length expected) (length objects))
+                        (equal (reverse ids) (loop for i below 19 collect i))))))
+          (is-true (mapped))
+          (sb-ext:gc :full t)                 ; the seen bits are set afresh
+          (is (= 4 (binstore::identity-table-get-or-add table (fourth list))))
+          (is (binstore::it-hashed table))
+          (sb-ext:gc :full t)                 ; and the hash table is rebuilt
+          (is (loop for x in expected for id from 0
+                    always (= id (binstore::identity-table-get table x))))
+          (is (= -1 (binstore::identity-table-get table (svref vector 0))))
+          (is-true (mapped))))
+      (binstore::release-identity-table table)
+      (is (= 0 (binstore::it-box-run-count table)))
+      (is (every (lambda (x) (eql x 0)) (binstore::it-box-runs table))))))
+
+(defclass collecting-octet-stream (octet-output-stream) ()
+  (:documentation "Collects the octets written to it, after a full collection
+at each write: the objects being stored move between two windows."))
+
+(defmethod sb-gray:stream-write-sequence :before ((stream collecting-octet-stream) sequence
+                                                  &optional start end)
+  (declare (ignore sequence start end))
+  (sb-ext:gc :full t))
+
+(test box-runs-through-collections
+  "Lists and vectors of new doubles and complexes, written as box runs, then
+each met again, stored through a stream that collects at every window:
+the bytes equal a store to a vector, and the copy shares what the data
+shares."
+  (let* ((doubles (loop for i below 20000 collect (+ i 0.25d0)))
+         (complexes (coerce (loop for i below 20000 collect (complex (+ i 0.5d0) 1d0))
+                            'simple-vector))
+         (mixed (loop for i below 3000
+                      collect (if (zerop (mod i 7)) (format nil "s~d" i) (+ i 0.75d0))))
+         (data (list doubles complexes mixed
+                     (nth 0 doubles) (nth 19999 doubles) (nth 12345 doubles)
+                     (svref complexes 0) (svref complexes 777) (nth 1 mixed) (nth 7 mixed))))
+    (dolist (lists '(nil t))
+      (let ((out (make-instance 'collecting-octet-stream))
+            (octets (binstore:store nil data :support-shared-list-structures lists)))
+        (binstore:store out data :support-shared-list-structures lists)
+        (is (equalp octets (stream-octets out)))
+        (let ((copy (binstore:restore (stream-octets out))))
+          (check-same data copy)
+          (destructuring-bind (d c m d0 d1 d2 c0 c1 m1 m7) copy
+            (is (eq d0 (nth 0 d)))
+            (is (eq d1 (nth 19999 d)))
+            (is (eq d2 (nth 12345 d)))
+            (is (eq c0 (svref c 0)))
+            (is (eq c1 (svref c 777)))
+            (is (eq m1 (nth 1 m)))
+            (is (eq m7 (nth 7 m)))))))))

@@ -385,10 +385,11 @@ circular.  A walk whose length is known passes *NO-MARK*."
   "Store at WINDOW-ADDRESS+P (an integer, as for PUT-PLAIN-ELEMENTS) boxes
 of a run: double-floats, or with COMPLEX complexes of double-floats, new
 ones of the chunk of the heap met last, while REFS is in seen bits (see
-SEEN-BITS-STATE), each taking its id with no call, and with no store to the
-table until the end.  With VECTOR, SOURCE is a simple vector and the run
-its elements from START below K (within it: checked once, then read
-unchecked); return the offset after them and the index of the first one not
+SEEN-BITS-STATE), each setting its seen bit with no call, and with no store
+to the table until the end: SETTLE-BOX-RUN then gives them their ids
+together, as the run of SOURCE they are, with no entry each.  With VECTOR,
+SOURCE is a simple vector and the run its elements from START below K
+(within it: checked once, then read unchecked); return the offset after them and the index of the first one not
 stored.  Otherwise SOURCE is a cons and the run at most K cars of the chain
 from it (MARK and LIST as for NEXT-IN-RUN); return the offset, the cons
 reached (the one whose car was not stored, or the cdr after the last car
@@ -400,19 +401,19 @@ source (PUT-TRACKED-DOUBLE-CARS and the others below)."
            (type identity-table refs) (optimize speed))
   (when (and vector (> k (length (the simple-vector source))))
     (error "put-tracked-boxes: end ~d past a vector of ~d" k (length source)))
-  (multiple-value-bind (ready objects entry bits base chunk epoch) (seen-bits-state refs)
+  (multiple-value-bind (ready bits base chunk epoch) (seen-bits-state refs)
     (let* ((sap (sb-sys:int-sap window-address))
            (out (sb-sys:sap+ sap p))
            (i start)                    ; the vector's index
            (c (if vector nil source))   ; the list's cons
            (left (if vector 0 k))       ; the list's cars still allowed
-           (limit (length objects))
+           (taken 0)
            (wk -1)
            (word 0))
-      (declare (type index entry i left) (type fixnum wk) (type sb-ext:word word)
+      (declare (type index i left taken) (type fixnum wk) (type sb-ext:word word)
                (type list c))
       (flet ((finish (reached)
-               (settle-seen-bits refs entry wk word)
+               (settle-box-run refs wk word source start taken)
                (if vector
                    (values (sb-sys:sap- out sap) i)
                    (values (sb-sys:sap- out sap) reached (- k left)))))
@@ -435,8 +436,7 @@ source (PUT-TRACKED-DOUBLE-CARS and the others below)."
             ;; check leaves the bits and the address of the same epoch
             (let ((address (sb-kernel:get-lisp-obj-address x)))
               (unless (and (eq epoch sb-kernel::*gc-epoch*)
-                           (= (address-chunk address) chunk)
-                           (< entry limit))
+                           (= (address-chunk address) chunk))
                 (return))
               (let* ((granule (address-granule address))
                      ;; within the chunk's block, so within BITS
@@ -450,11 +450,8 @@ source (PUT-TRACKED-DOUBLE-CARS and the others below)."
                           word (aref bits w))))
                 (when (logtest word bit)
                   (return))
-                (setf word (logior word bit))
-                ;; ENTRY < LIMIT, the vector's length: tested above
-                (locally (declare (optimize (safety 0)))
-                  (setf (svref objects entry) x))
-                (setf entry (1+ entry)
+                (setf word (logior word bit)
+                      taken (1+ taken)
                       out (if complex (put-complex-float out x) (put-double-float out x))))))
           (if vector
               (incf i)

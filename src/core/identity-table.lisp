@@ -1,7 +1,11 @@
 ;;;; An EQ table from objects to ids, specialised for what STORE needs:
 ;;;; look an object up, and add it with the next id if it is new.  Ids are
 ;;;; the order of adding (0, 1, 2 ...), and the table keeps its objects in a
-;;;; vector in that order.
+;;;; vector in that order, but for runs of new boxed floats that a loop
+;;;; writes from a list or vector: such a run is kept as where it comes
+;;;; from (a box run: the list or vector, where in it, how many), so that a
+;;;; million doubles do not cost a million stores to the vector and a
+;;;; million to clear it after.
 ;;;;
 ;;;; Most objects a store meets are met once: data without sharing is added
 ;;;; object by object and never looked up with success.  So a table starts
@@ -55,6 +59,14 @@ RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
   (entries 0 :type index)
   (lengths nil :type (or null (simple-array fixnum (*))))
   (count 0 :type index)                       ; ids given
+  ;; Runs of boxes taken with no entries (see NOTE-BOX-RUN), in a table
+  ;; that is not one of runs.  Run R is the four elements from 4R of
+  ;; BOX-RUNS: the entries made before it, its source (a cons, whose cars
+  ;; its boxes are, or a simple vector), the index of its first box in a
+  ;; vector (0 for a list), and how many boxes; their ids follow those of
+  ;; the entries and runs before it.
+  (box-runs (make-array 0) :type simple-vector)
+  (box-run-count 0 :type index)
   ;; Seen bits.  Block B holds the bits of chunk (address >> +chunk-shift+)
   ;; (CHUNKS B), at +BLOCK-WORDS+ * B in BITS.  DIRECTORY maps chunks to
   ;; blocks: open addressing, an entry is B + 1, 0 is empty.  INSTALL-BLOCKS
@@ -117,22 +129,72 @@ entries."
   (incf (it-count table))
   -1)
 
+(defun map-box-run (fn runs r id)
+  "Call FN with each box of the box run R of RUNS (an IT-BOX-RUNS) and its
+id, from ID on."
+  (declare (type function fn) (type simple-vector runs) (type index r id))
+  (let ((source (svref runs (+ (* 4 r) 1)))
+        (start (svref runs (+ (* 4 r) 2)))
+        (n (svref runs (+ (* 4 r) 3))))
+    (declare (type index start n))
+    (if (consp source)
+        (loop for c = source then (cdr c)
+              for k of-type index from id below (+ id n)
+              do (funcall fn (car c) k))
+        (loop for i of-type index from start below (+ start n)
+              for k of-type index from id
+              do (funcall fn (svref source i) k)))))
+
 (defun map-objects (fn table)
   "Call FN with each object of TABLE and its id, in the order of the ids."
   (declare (type function fn) (type identity-table table))
   (let ((objects (it-objects table))
         (lengths (it-lengths table))
+        (runs (it-box-runs table))
+        (r 0)
         (id 0))
-    (declare (type index id))
-    (dotimes (entry (it-entries table))
-      (let ((object (svref objects entry)))
-        (if lengths
-            (dotimes (k (aref lengths entry))
-              (funcall fn object id)
-              (incf id)
-              (setf object (cdr object)))
-            (progn (funcall fn object id)
-                   (incf id)))))))
+    (declare (type index id r))
+    (flet ((box-runs-at (entry)
+             ;; the box runs noted when ENTRY entries had been made
+             (loop while (and (< r (it-box-run-count table))
+                              (= (the index (svref runs (* 4 r))) entry))
+                   do (map-box-run fn runs r id)
+                      (incf id (the index (svref runs (+ (* 4 r) 3))))
+                      (incf r))))
+      (dotimes (entry (it-entries table))
+        (box-runs-at entry)
+        (let ((object (svref objects entry)))
+          (if lengths
+              (dotimes (k (aref lengths entry))
+                (funcall fn object id)
+                (incf id)
+                (setf object (cdr object)))
+              (progn (funcall fn object id)
+                     (incf id)))))
+      (box-runs-at (it-entries table)))))
+
+(defconstant +box-run-least+ 4
+  "Boxes a loop must have taken for them to be noted as a box run; fewer
+take entries, as any object.")
+
+(defun note-box-run (table source start n)
+  "Give the N boxes of SOURCE (the cars of its first N conses, or the
+elements of a simple vector from START), which have just had their seen
+bits set, the next ids, as a box run: they take no entries, and so cost no
+store each, nor clearing each when the store is over."
+  (declare (type identity-table table) (type index start n))
+  (let* ((r (it-box-run-count table))
+         (runs (it-box-runs table)))
+    (when (>= (* 4 r) (length runs))
+      (setf runs (replace (make-array (max 64 (* 2 (length runs))) :initial-element 0) runs)
+            (it-box-runs table) runs))
+    (setf (svref runs (* 4 r)) (it-entries table)
+          (svref runs (+ (* 4 r) 1)) source
+          (svref runs (+ (* 4 r) 2)) start
+          (svref runs (+ (* 4 r) 3)) n
+          (it-box-run-count table) (1+ r))
+    (incf (it-count table) n)
+    nil))
 
 ;;; Seen bits
 
@@ -587,35 +649,42 @@ table's count) and return -1.  One look where GET then ADD would take two."
 ;;; share a word of bits).  The loop that meets a boxed number now and then
 ;;; (PUT-NUMBER-CARS) takes one at a time, with IDENTITY-TABLE-ADD-QUICKLY.
 
-(declaim (inline seen-bits-state settle-seen-bits))
+(declaim (inline seen-bits-state))
 (defun seen-bits-state (table)
   "Whether TABLE (not a table of runs) is in seen bits, indexed in the
-current GC epoch, with a chunk met last, and what a loop adding new objects
-of that chunk with no call needs: the vector of objects, the number of
-entries, the seen bits, the first word of the chunk's block, the chunk and
-the epoch (the table's, whatever the first value: so each has its slot's
-type).  The loop must stop at an object of another chunk, or when the epoch
-is no longer current, and call SETTLE-SEEN-BITS at its end."
+current GC epoch, with a chunk met last, and what a loop taking new boxes
+of that chunk with no call needs: the seen bits, the first word of the
+chunk's block, the chunk and the epoch (the table's, whatever the first
+value: so each has its slot's type).  The loop must stop at an object of
+another chunk, or when the epoch is no longer current, and call
+SETTLE-BOX-RUN at its end."
   (declare (type identity-table table))
   (values (and (not (it-hashed table))
                (null (it-lengths table))
                (eq (it-epoch table) sb-kernel::*gc-epoch*)
                (>= (it-last-chunk table) 0))
-          (it-objects table) (it-entries table) (it-bits table)
-          (it-last-base table) (it-last-chunk table) (it-epoch table)))
+          (it-bits table) (it-last-base table) (it-last-chunk table) (it-epoch table)))
 
-(defun settle-seen-bits (table entries k word)
-  "The end of a loop begun with SEEN-BITS-STATE, which put new objects in
-the vector of objects up to ENTRIES and holds WORD, the word of seen bits at
-K (-1 for none): they take the next ids, and the word goes back in place."
-  (declare (type identity-table table) (type index entries) (type fixnum k)
-           (type sb-ext:word word))
+(defun settle-box-run (table k word source start n)
+  "The end of a loop begun with SEEN-BITS-STATE, which set the seen bits of
+N new boxes, the first N cars from the cons SOURCE or the elements of the
+simple vector SOURCE from START, and holds WORD, the word of seen bits at K
+(-1 for none): the word goes back in place, and the boxes take the next
+ids, as a box run (NOTE-BOX-RUN) when they are +BOX-RUN-LEAST+ or more."
+  (declare (type identity-table table) (type fixnum k) (type sb-ext:word word)
+           (type index start n))
   (when (>= k 0)
     ;; K is a word of the block SEEN-BITS-STATE gave, within the bits
     (locally (declare (optimize (safety 0)))
       (setf (aref (it-bits table) k) word)))
-  (incf (it-count table) (- entries (it-entries table)))
-  (setf (it-entries table) entries)
+  (cond ((>= n +box-run-least+) (note-box-run table source start n))
+        ((consp source)
+         (loop for c = source then (cdr c)
+               repeat n
+               do (append-object table (car c))))
+        (t
+         (loop for i of-type index from start below (+ start n)
+               do (append-object table (svref source i)))))
   nil)
 
 (declaim (inline identity-table-add-quickly))
@@ -804,6 +873,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
 (defun table-bytes (table)
   "Bytes of memory TABLE's vectors take."
   (+ (* 8 (length (it-objects table)))
+     (* 8 (length (it-box-runs table)))
      (* 8 (length (or (it-lengths table) #())))
      (* 8 (length (it-chunks table)))
      (* 8 (length (it-bits table)))
@@ -815,6 +885,8 @@ by step (and in a hash table the rehashes, each paying page faults)."
 spare table of its kind, for the next store (see OFFER-SCRATCH), so the
 objects it held can be collected and its memory serves again."
   (fill (it-objects table) 0 :end (it-entries table))
+  (fill (it-box-runs table) 0 :end (* 4 (it-box-run-count table)))
+  (setf (it-box-run-count table) 0)
   (clear-seen table)
   (let ((slots (slot-count table))
         (used (it-hashed-count table)))
