@@ -137,7 +137,9 @@
   ;; list's cars, a boxed address (a list of numbers and conses, shared
   ;; structures tracked: 16 bytes per number between conses); a block of
   ;; a fixnum vector, and every copy of a payload, two boxed addresses; a
-  ;; payload or a long string written or read, its address.
+  ;; payload or a long string written or read, its address; a run of new
+  ;; boxes taken in the table, its word of seen bits (16 bytes per 4 KiB of
+  ;; boxes, passed to a function not inline).
   (let* ((count 5000)
          (lists (let ((v (make-array count)))
                   (dotimes (i count v)
@@ -148,13 +150,15 @@
          (doubles (loop for size from 100 below 900
                         collect (make-array size :element-type 'double-float
                                                  :initial-element 1d0)))
+         (boxes (loop for i below 100000 collect (+ i 0.25d0)))
          (strings (loop for i below 1000
                         collect (coerce (make-string 200 :initial-element (code-char (+ 65 (mod i 26))))
                                         'simple-base-string)))
          (buffer (make-array 4000000 :element-type '(unsigned-byte 8) :fill-pointer 0)))
     (loop for (data . options) in (list (list lists) (list mixed :support-shared-list-structures t)
-                                        (list fixnums) (list doubles) (list strings))
-          for name in '(lists mixed fixnums doubles strings)
+                                        (list fixnums) (list doubles) (list boxes)
+                                        (list strings))
+          for name in '(lists mixed fixnums doubles boxes strings)
           do (flet ((store-into ()
                       (setf (fill-pointer buffer) 0)
                       (apply #'binstore:store buffer data options)))

@@ -665,18 +665,12 @@ SETTLE-BOX-RUN at its end."
                (>= (it-last-chunk table) 0))
           (it-bits table) (it-last-base table) (it-last-chunk table) (it-epoch table)))
 
-(defun settle-box-run (table k word source start n)
-  "The end of a loop begun with SEEN-BITS-STATE, which set the seen bits of
-N new boxes, the first N cars from the cons SOURCE or the elements of the
-simple vector SOURCE from START, and holds WORD, the word of seen bits at K
-(-1 for none): the word goes back in place, and the boxes take the next
-ids, as a box run (NOTE-BOX-RUN) when they are +BOX-RUN-LEAST+ or more."
-  (declare (type identity-table table) (type fixnum k) (type sb-ext:word word)
-           (type index start n))
-  (when (>= k 0)
-    ;; K is a word of the block SEEN-BITS-STATE gave, within the bits
-    (locally (declare (optimize (safety 0)))
-      (setf (aref (it-bits table) k) word)))
+(defun take-box-run (table source start n)
+  "Give the N new boxes a loop begun with SEEN-BITS-STATE took, the first N
+cars from the cons SOURCE or the elements of the simple vector SOURCE from
+START, the next ids: as a box run (NOTE-BOX-RUN) when they are
++BOX-RUN-LEAST+ or more, else as entries."
+  (declare (type identity-table table) (type index start n))
   (cond ((>= n +box-run-least+) (note-box-run table source start n))
         ((consp source)
          (loop for c = source then (cdr c)
@@ -686,6 +680,20 @@ ids, as a box run (NOTE-BOX-RUN) when they are +BOX-RUN-LEAST+ or more."
          (loop for i of-type index from start below (+ start n)
                do (append-object table (svref source i)))))
   nil)
+
+(declaim (inline settle-box-run))
+(defun settle-box-run (table k word source start n)
+  "The end of a loop begun with SEEN-BITS-STATE, which set the seen bits of
+N new boxes from SOURCE (see TAKE-BOX-RUN) and holds WORD, the word of seen
+bits at K (-1 for none): the word goes back in place, and the boxes take
+the next ids.  Inline, so that the word is not boxed for a call."
+  (declare (type identity-table table) (type fixnum k) (type sb-ext:word word)
+           (type index start n))
+  (when (>= k 0)
+    ;; K is a word of the block SEEN-BITS-STATE gave, within the bits
+    (locally (declare (optimize (safety 0)))
+      (setf (aref (it-bits table) k) word)))
+  (take-box-run table source start n))
 
 (declaim (inline identity-table-add-quickly))
 (defun identity-table-add-quickly (table object)
