@@ -153,6 +153,13 @@ as the descriptor lives only as long as the store)."
             (write-object ss name))
           (setf (class-descriptor-id d) (remember-recurring ss d))))))
 
+(declaim (inline referable-descriptor-id))
+(defun referable-descriptor-id (d)
+  "The id of the class descriptor D when it has been written and an
+instance's header can refer to it with PUT-INSTANCE-TAG, else NIL."
+  (let ((id (class-descriptor-id d)))
+    (and (>= id 0) (< id (expt 2 32)) id)))
+
 (declaim (inline put-instance-tag))
 (defun put-instance-tag (ob descriptor-id)
   "Write the tag of an instance and the reference to its class descriptor,
@@ -167,14 +174,14 @@ DESCRIPTOR-ID (under 2^32), under one room check."
   "Tag and descriptor; returns the descriptor for the contents.  After the
 class's first instance the descriptor is a reference (PUT-INSTANCE-TAG)."
   (declare (type store-state ss) (optimize speed))
-  (let ((d (descriptor-for ss object))
-        (ob (ss-obuf ss)))
-    (let ((id (class-descriptor-id d)))
-      (if (and (>= id 0) (< id (expt 2 32)))
-          (put-instance-tag ob id)
-          (progn
-            (write-u8 ob +tag-instance+)
-            (write-class-descriptor ss d))))
+  (let* ((d (descriptor-for ss object))
+         (ob (ss-obuf ss))
+         (id (referable-descriptor-id d)))
+    (if id
+        (put-instance-tag ob id)
+        (progn
+          (write-u8 ob +tag-instance+)
+          (write-class-descriptor ss d)))
     d))
 
 (defun write-instance (ss object)
@@ -185,8 +192,8 @@ take its own id before its header is written, in the same probe that asks
 whether it was written before.  Otherwise as any container."
   (declare (type store-state ss) (optimize speed))
   (let* ((d (descriptor-for ss object))
-         (id (class-descriptor-id d)))
-    (if (and (>= id 0) (< id (expt 2 32)) (< (ss-depth ss) +max-physical-depth+))
+         (id (referable-descriptor-id d)))
+    (if (and id (< (ss-depth ss) +max-physical-depth+))
         (unless (and (ss-track ss) (written-before-or-remember-p ss object))
           (put-instance-tag (ss-obuf ss) id)
           (incf (ss-depth ss))

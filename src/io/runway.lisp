@@ -109,12 +109,11 @@ MOVED forward since the first look."
 (defun look-at-runway (runway conses reach &optional (bytes 0))
   "Extend RUNWAY, the runway of the allocation point of conses (CONSES true)
 or of other objects, when that point is less than two looks' allocation
-and the BYTES about to be allocated there from its end (see
-EXTEND-RUNWAY): by REACH at most, and no more than the
-point has moved so far, which is what this kind has allocated (a restore of
-a few vectors in a list must not map a runway for conses).  Not when the
-point has not moved since the last look, nor at the first look, which only
-notes it."
+and the BYTES about to be allocated there from its end (see EXTEND-RUNWAY):
+by REACH at most, and no more than the point has moved so far, which is
+what this kind has allocated (a restore of a few vectors in a list must
+not map a runway for conses).  Not when the point has not moved since the
+last look, nor at the first look, which only notes it."
   (declare (type runway runway) (type index reach bytes))
   (let ((point (allocation-point conses))
         (last (runway-point runway))
