@@ -888,7 +888,7 @@ from the point once the point has moved, as far as it has moved, and leaves
 alone the runway of a kind nothing was allocated of since the last look."
   (let ((vectors (binstore::make-runway))
         (conses (binstore::make-runway))
-        (reach (* 512 1024))
+        (reach (sb-ext:dynamic-space-size)) ; as from a stream: never short
         (keep (make-array 50)))             ; filled without consing
     (binstore::look-at-runway vectors nil reach)
     (binstore::look-at-runway conses t reach)
@@ -907,9 +907,8 @@ alone the runway of a kind nothing was allocated of since the last look."
         (is (= (max 0 (- point noted-point)) (binstore::runway-moved vectors)))
         (is (= (min (binstore::heap-end)
                     (+ point (* 2 binstore::+look-bytes+)
-                       ;; as far as the point moved, at most REACH, and at
-                       ;; least +PREFAULT-BYTES+
-                       (max (min reach (- point noted-point)) binstore::+prefault-bytes+)))
+                       ;; as far as the point moved, at least +PREFAULT-BYTES+
+                       (max (- point noted-point) binstore::+prefault-bytes+)))
                (binstore::runway-end vectors)))
         (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
         (is (every #'vectorp keep))))))
@@ -920,7 +919,7 @@ SB-VM:LARGE-OBJECT-SIZE, which SBCL puts at the allocation point) extends
 the runway of that kind past the object and two looks more, where it would
 otherwise have been left as long enough for two looks."
   (let ((vectors (binstore::make-runway))
-        (reach (* 512 1024))
+        (reach (sb-ext:dynamic-space-size))
         (bytes (* 100 1024))
         (keep (make-array 60)))
     (flet ((move-point (from to)
@@ -941,6 +940,53 @@ otherwise have been left as long enough for two looks."
           (is (<= (min (binstore::heap-end) (+ point bytes (* 2 binstore::+look-bytes+)))
                   (binstore::runway-end vectors))))
         (is (every #'vectorp keep))))))
+
+(test runways-stop-short-of-huge-pages
+  "Where huge pages are to be had, a look whose reach stops short of the next
+2 MiB boundary leaves the runway as it was (small pages cost what their
+faults do); one whose reach goes past that boundary extends it.  Without
+huge pages, the short reach extends it too."
+  (let ((kb 1024)
+        (keep (make-array 60)))
+    (flet ((move-point (from to)
+             (loop for i from from below to
+                   do (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8)))))
+           (to-boundary ()
+             (let ((point (binstore::allocation-point nil)))
+               (- (logandc2 (+ point binstore::+huge-page-bytes+)
+                            (1- binstore::+huge-page-bytes+))
+                  point))))
+      (dolist (huge '(t nil))
+        (let ((binstore:*huge-pages* huge))
+          (dolist (short '(t nil))
+            (let ((runway (binstore::make-runway)))
+              (binstore::look-at-runway runway nil (sb-ext:dynamic-space-size))
+              (move-point 0 30)
+              (let* ((room (to-boundary))
+                     ;; the look's own need is two looks: the reach ends
+                     ;; 8 KB before the boundary, or 8 KB past it
+                     (reach (max 0 (- room (* 2 binstore::+look-bytes+)
+                                      (if short (* 8 kb) (* -8 kb))))))
+                (binstore::look-at-runway runway nil reach)
+                (when (and (plusp (binstore::allocation-point nil))
+                           (> room (* 40 kb)))    ; the point did not pass it
+                  (if (and short (binstore::huge-pages-p))
+                      (is (= 0 (binstore::runway-end runway)) "short of the boundary: left as it was")
+                      (is (< 0 (binstore::runway-end runway)) "extended"))))))))
+      (is (every #'vectorp (subseq keep 0 30))))))
+
+(test runway-reach-leaves-out-the-object-about-to-be-made
+  "RUNWAY-REACH, from input in memory, is what the rest of the input promises
+at the rate of the small objects allocated before the one about to be made,
+less that one: the rest of the input holds it."
+  (let* ((ib (binstore::make-fixed-ibuf 0 1000 nil))
+         (rs (binstore::make-restore-state ib)))
+    (setf (binstore::ibuf-pos ib) 500
+          (binstore::rs-allocated rs) 600)   ; 500 before, 100 about to be made
+    (is (= 400 (binstore::runway-reach rs 100)))
+    (is (= 0 (binstore::runway-reach rs 600)))
+    (setf (binstore::ibuf-pos ib) 1000)
+    (is (= 0 (binstore::runway-reach rs 100)) "nothing left to read")))
 
 (test small-objects-restore-on-the-runway
   "Small vectors, strings, structures and lists of boxed floats long enough to

@@ -315,19 +315,22 @@ one READ-VARINT accepts)."
       (svref (settled-refs rs) id)
       (undefined-id rs id small)))
 
-(defun runway-reach (rs)
-  "How far the next runway may reach past the allocation about to be made,
-before LOOK-AT-RUNWAY bounds it by what the point has moved so far and
-EXTEND-RUNWAY by +RUNWAY-BYTES+ (or the next huge page boundary): when the
-whole input is in the window, what the rest of it promises at the rate of
-small objects so far (so a restore about to end maps little it will not
-use); from a stream, which does not tell, the heap's size."
-  (declare (type restore-state rs))
+(defun runway-reach (rs bytes)
+  "How far the next runway may reach past the BYTES about to be allocated
+(which RS-ALLOCATED counts already), before LOOK-AT-RUNWAY bounds it by what
+the point has moved so far and EXTEND-RUNWAY by +RUNWAY-BYTES+ (or the next
+huge page boundary): when the whole input is in the window, what the rest
+of it promises at the rate of small objects so far, less those BYTES, which
+its rest holds (so a restore about to end maps little it will not use);
+from a stream, which does not tell, the heap's size."
+  (declare (type restore-state rs) (type index bytes))
   (let ((ib (rs-ibuf rs))
         (heap (sb-ext:dynamic-space-size)))
     (if (ibuf-refill-fn ib)
         heap
-        (min heap (ceiling (* (rs-allocated rs) (available ib)) (max 1 (ibuf-offset ib)))))))
+        (let ((rest (ceiling (* (- (rs-allocated rs) bytes) (available ib))
+                             (max 1 (ibuf-offset ib)))))
+          (max 0 (- (min heap rest) bytes))))))
 
 (defun look-at-runways (rs bytes conses)
   "KEEP-RUNWAYS' look, every +LOOK-BYTES+ of small objects from the first
@@ -336,7 +339,7 @@ use); from a stream, which does not tell, the heap's size."
   (declare (type restore-state rs) (type index bytes))
   (let ((runways (or (rs-runways rs)
                      (setf (rs-runways rs) (cons (make-runway) (make-runway)))))
-        (reach (runway-reach rs)))
+        (reach (runway-reach rs bytes)))
     (setf (rs-next-look rs) (+ (rs-allocated rs) +look-bytes+))
     (look-at-runway (car runways) t reach (if conses bytes 0))
     (look-at-runway (cdr runways) nil reach (if conses 0 bytes))))
