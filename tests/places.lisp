@@ -669,9 +669,9 @@ partial pages of unaligned ends."
 
 (test prefault-makes-huge-pages-of-whole-unmapped-chunks
   "Where huge pages work, PREFAULT makes each whole aligned 2 MiB chunk of
-the range none of whose pages is mapped one huge page, and maps the pages
-of the others and of the range's partial ends one by one; every byte keeps
-its value.  With *HUGE-PAGES* false it makes none."
+the range at most a quarter of whose pages are mapped one huge page, and
+maps the pages of the others and of the range's partial ends one by one;
+every byte keeps its value.  With *HUGE-PAGES* false it makes none."
   (let ((chunk binstore::+prefault-chunk-pages+)
         (page-bytes binstore::+page-bytes+)
         (chunk-bytes binstore::+huge-page-bytes+))
@@ -681,7 +681,9 @@ its value.  With *HUGE-PAGES* false it makes none."
       (call-with-aligned-region
        4 (lambda (base)
            (flet ((chunk (i) (+ base (* i chunk-bytes))))
-             (setf (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345) 99) ; chunk 2 has a page
+             (setf (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 1)) 12345) 98) ; chunk 1 has a page
+             (dotimes (i 200)              ; chunk 2 has more than a quarter mapped
+               (setf (sb-sys:sap-ref-8 (sb-sys:int-sap (+ (chunk 2) (* i page-bytes))) 7) 99))
              (setf binstore::**small-chunks-to-go** 0) ; no pause after a slow collapse
              (let ((before (huge-kilobytes-at base)))
                ;; from 3 pages below chunk 1 to 5 pages into chunk 3
@@ -692,9 +694,13 @@ its value.  With *HUGE-PAGES* false it makes none."
                (is (= chunk (pages-mapped (chunk 1) chunk)))
                (is (= chunk (pages-mapped (chunk 2) chunk)) "chunk 2 in small pages")
                (is (= 5 (pages-mapped (chunk 3) chunk)) "and 5 pages of chunk 3")
-               (is (= 99 (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 2)) 12345)))
+               (is (= 98 (sb-sys:sap-ref-8 (sb-sys:int-sap (chunk 1)) 12345))
+                   "the page collapsed keeps what it held")
+               (is (loop for i below 200
+                         always (= 99 (sb-sys:sap-ref-8 (sb-sys:int-sap (+ (chunk 2) (* i page-bytes))) 7))))
                (is (loop for a from (- (chunk 1) (* 3 page-bytes)) below (chunk 2)
-                         always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap a) 0))))))))
+                         always (= (if (= a (+ (chunk 1) 12345)) 98 0)
+                                   (sb-sys:sap-ref-8 (sb-sys:int-sap a) 0))))))))
       ;; after a failed or slow collapse, the next chunks come in small pages
       (call-with-aligned-region
        3 (lambda (base)
@@ -853,7 +859,8 @@ a fast one brings the pause back to 2."
 (test runway-reaches-huge-page-boundaries
   "Where huge pages work, EXTEND-RUNWAY goes on to the next 2 MiB boundary
 when its reach goes that far (so the next extension maps a whole huge page),
-and stops at point, bytes and +RUNWAY-BYTES+ when it does not."
+or, for a chunk wholly past the point, +HUGE-PAGE-WORTH-BYTES+ into it, and
+stops at point, bytes and +RUNWAY-BYTES+ when it does not."
   (let ((chunk-bytes binstore::+huge-page-bytes+)
         (kb 1024))
     (unless (binstore::huge-pages-p)
@@ -880,15 +887,36 @@ and stops at point, bytes and +RUNWAY-BYTES+ when it does not."
                             (runway point 1000 start end (* 100 1024 kb))))
                  (is (= (+ before 2048) (huge-kilobytes-at base)))
                  (is (= binstore::+prefault-chunk-pages+
-                        (pages-mapped end binstore::+prefault-chunk-pages+)))))))))))
+                        (pages-mapped end binstore::+prefault-chunk-pages+))))))))
+      ;; from 10 KB below a boundary, a reach that uses +HUGE-PAGE-WORTH-BYTES+
+      ;; of the chunk beyond maps all of it, as a huge page; a shorter one
+      ;; stops where it does
+      (dolist (into (list (+ binstore::+huge-page-worth-bytes+ (* 8 kb))
+                          (- binstore::+huge-page-worth-bytes+ (* 200 kb))))
+        (call-with-aligned-region
+         2 (lambda (base)
+             (setf binstore::**small-chunks-to-go** 0)
+             (let* ((point (- (+ base chunk-bytes) (* 10 kb)))
+                    (reach (+ (* 10 kb) into))
+                    (before (huge-kilobytes-at base))
+                    (worth (>= into binstore::+huge-page-worth-bytes+)))
+               (is (equal (list point (if worth
+                                          (+ base (* 2 chunk-bytes))
+                                          (+ point 1000 reach)))
+                          (multiple-value-list
+                           (binstore::extend-runway point 1000 0 0 reach
+                                                    (+ base (* 2 chunk-bytes))))))
+               (is (= (if worth (+ before 2048) before) (huge-kilobytes-at base))))))))))
 
 (test runways-follow-the-points-that-move
   "LOOK-AT-RUNWAY only notes the point at its first look, extends the runway
-from the point once the point has moved, as far as it has moved, and leaves
-alone the runway of a kind nothing was allocated of since the last look."
+from the point once the point has moved, by the whole reach when the other
+kind's point has not moved, and leaves alone the runway of a kind nothing
+was allocated of since the last look."
   (let ((vectors (binstore::make-runway))
         (conses (binstore::make-runway))
-        (reach (sb-ext:dynamic-space-size)) ; as from a stream: never short
+        (binstore:*huge-pages* nil)         ; no boundary to stop short of or reach
+        (reach (* 300 1024))
         (keep (make-array 50)))             ; filled without consing
     (binstore::look-at-runway vectors nil reach)
     (binstore::look-at-runway conses t reach)
@@ -907,11 +935,20 @@ alone the runway of a kind nothing was allocated of since the last look."
         (is (= (max 0 (- point noted-point)) (binstore::runway-moved vectors)))
         (is (= (min (binstore::heap-end)
                     (+ point (* 2 binstore::+look-bytes+)
-                       ;; as far as the point moved, at least +PREFAULT-BYTES+
-                       (max (- point noted-point) binstore::+prefault-bytes+)))
+                       ;; the whole reach: no conses were made
+                       reach))
                (binstore::runway-end vectors)))
         (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
         (is (every #'vectorp keep))))))
+
+(test runways-share-the-reach
+  "RUNWAY-SHARE gives each kind of allocation the part of the reach in
+proportion to how far its point has moved against the other's."
+  (is (= 1000 (binstore::runway-share 1000 100 0)))
+  (is (= 250 (binstore::runway-share 1000 100 300)))
+  (is (= 0 (binstore::runway-share 1000 0 50)))
+  (is (= (floor (sb-ext:dynamic-space-size) 2)
+         (binstore::runway-share (sb-ext:dynamic-space-size) (expt 2 40) (expt 2 40)))))
 
 (test runways-reach-past-the-object-about-to-be-made
   "A look made before an object of BYTES is allocated (one of up to
@@ -919,7 +956,8 @@ SB-VM:LARGE-OBJECT-SIZE, which SBCL puts at the allocation point) extends
 the runway of that kind past the object and two looks more, where it would
 otherwise have been left as long enough for two looks."
   (let ((vectors (binstore::make-runway))
-        (reach (sb-ext:dynamic-space-size))
+        (binstore:*huge-pages* nil)         ; no boundary to stop short of or reach
+        (reach (* 40 1024))                 ; the first extension: 96 KB with the looks
         (bytes (* 100 1024))
         (keep (make-array 60)))
     (flet ((move-point (from to)
@@ -978,7 +1016,8 @@ huge pages, the short reach extends it too."
 (test runway-reach-leaves-out-the-object-about-to-be-made
   "RUNWAY-REACH, from input in memory, is what the rest of the input promises
 at the rate of the small objects allocated before the one about to be made,
-less that one: the rest of the input holds it."
+less that one: the rest of the input holds it.  From a stream, it is what
+was allocated before."
   (let* ((ib (binstore::make-fixed-ibuf 0 1000 nil))
          (rs (binstore::make-restore-state ib)))
     (setf (binstore::ibuf-pos ib) 500
@@ -986,7 +1025,11 @@ less that one: the rest of the input holds it."
     (is (= 400 (binstore::runway-reach rs 100)))
     (is (= 0 (binstore::runway-reach rs 600)))
     (setf (binstore::ibuf-pos ib) 1000)
-    (is (= 0 (binstore::runway-reach rs 100)) "nothing left to read")))
+    (is (= 0 (binstore::runway-reach rs 100)) "nothing left to read")
+    ;; from a stream, which does not say how much is left: as much again
+    ;; as was allocated before
+    (setf (binstore::ibuf-refill-fn ib) (lambda (ib n) (declare (ignore n)) ib))
+    (is (= 500 (binstore::runway-reach rs 100)))))
 
 (test small-objects-restore-on-the-runway
   "Small vectors, strings, structures and lists of boxed floats long enough to

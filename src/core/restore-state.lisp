@@ -316,20 +316,21 @@ one READ-VARINT accepts)."
       (undefined-id rs id small)))
 
 (defun runway-reach (rs bytes)
-  "How far the next runway may reach past the BYTES about to be allocated
-(which RS-ALLOCATED counts already), before LOOK-AT-RUNWAY bounds it by what
-the point has moved so far and EXTEND-RUNWAY by +RUNWAY-BYTES+ (or the next
-huge page boundary): when the whole input is in the window, what the rest
-of it promises at the rate of small objects so far, less those BYTES, which
-its rest holds (so a restore about to end maps little it will not use);
-from a stream, which does not tell, the heap's size."
+  "How far the next runways may reach, together, past the BYTES about to be
+allocated (which RS-ALLOCATED counts already), before LOOK-AT-RUNWAY gives
+each kind its share and EXTEND-RUNWAY bounds that by +RUNWAY-BYTES+ (or the
+next huge page boundary): when the whole input is in the window, what the
+rest of it promises at the rate of small objects so far, less those BYTES,
+which its rest holds (so a restore about to end maps little it will not
+use); from a stream, which does not tell, as much again as was allocated
+before them, so that the reach grows with the restore."
   (declare (type restore-state rs) (type index bytes))
-  (let ((ib (rs-ibuf rs))
-        (heap (sb-ext:dynamic-space-size)))
+  (let* ((ib (rs-ibuf rs))
+         (heap (sb-ext:dynamic-space-size))
+         (before (- (rs-allocated rs) bytes)))
     (if (ibuf-refill-fn ib)
-        heap
-        (let ((rest (ceiling (* (- (rs-allocated rs) bytes) (available ib))
-                             (max 1 (ibuf-offset ib)))))
+        (min heap before)
+        (let ((rest (ceiling (* before (available ib)) (max 1 (ibuf-offset ib)))))
           (max 0 (- (min heap rest) bytes))))))
 
 (defun look-at-runways (rs bytes conses)
@@ -341,8 +342,10 @@ from a stream, which does not tell, the heap's size."
                      (setf (rs-runways rs) (cons (make-runway) (make-runway)))))
         (reach (runway-reach rs bytes)))
     (setf (rs-next-look rs) (+ (rs-allocated rs) +look-bytes+))
-    (look-at-runway (car runways) t reach (if conses bytes 0))
-    (look-at-runway (cdr runways) nil reach (if conses 0 bytes))))
+    (look-at-runway (car runways) t reach (if conses bytes 0)
+                    (runway-moved (cdr runways)))
+    (look-at-runway (cdr runways) nil reach (if conses 0 bytes)
+                    (runway-moved (car runways)))))
 
 (declaim (inline keep-runways))
 (defun keep-runways (rs bytes &optional conses)

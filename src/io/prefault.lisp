@@ -7,15 +7,17 @@
 ;;;; vector takes a page fault every 4 KiB, about 1.5 µs each on the machines
 ;;;; binstore is measured on: more than the copy itself.  One
 ;;;; madvise(MADV_POPULATE_WRITE) call maps all the pages of a range at once,
-;;;; which costs about a third less than taking their faults one by one
-;;;; (10 MB in pieces of 80 KB after a full GC: 5.3 ms of faults and copies
-;;;; against 3.7).
+;;;; which costs less than taking their faults one by one: a third less on
+;;;; one machine (10 MB in pieces of 80 KB after a full GC: 5.3 ms of faults
+;;;; and copies against 3.7), a tenth on another (1.1 against 1.2 µs a page).
 ;;;;
 ;;;; Cheaper still is one 2 MiB huge page: mapping it costs what zeroing it
-;;;; does, 120–240 µs here, against 740–840 µs for its 512 small pages.  So
-;;;; a stretch of the range that is a whole aligned 2 MiB, none of it mapped
-;;;; yet (no object lives there), gets its first page mapped and is then
-;;;; collapsed into a huge page (MADV_COLLAPSE, Linux 6.1).  That is a
+;;;; does, 70–240 µs here, against 600–840 µs for its 512 small pages.  So
+;;;; a stretch of the range that is a whole aligned 2 MiB, at most a quarter
+;;;; of it mapped, gets its first page mapped and is then collapsed into a
+;;;; huge page (MADV_COLLAPSE, Linux 6.1), which copies the pages mapped
+;;;; before: after a collection most chunks of the heap keep a few pages of
+;;;; objects that live on, and would otherwise never be one.  That is a
 ;;;; one-time act on memory the caller is about to fill: unlike
 ;;;; MADV_HUGEPAGE it sets nothing on the mapping, so the rest of the heap
 ;;;; and the kernel's background collapsing are left as they were.  It is
@@ -223,19 +225,21 @@ chunks, and each slow one after it for twice as many as the one before."
 (defun populate-chunk (start pages huge)
   "Populate the PAGES pages from the page address START when at least a
 quarter of them are not mapped; when HUGE (they are a whole aligned huge
-page's) and none is, try making them a huge page first (TRY-HUGE-PAGE)."
+page's) and at most a quarter are mapped, try making them a huge page first
+(TRY-HUGE-PAGE), which keeps what those hold."
   (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
   (let ((unmapped (unmapped-pages start pages)))
     (when (and unmapped
                (>= (* 4 unmapped) pages)
-               (not (and huge (= unmapped pages) (try-huge-page start))))
+               (not (and huge (>= (* 4 unmapped) (* 3 pages)) (try-huge-page start))))
       (populate start (* pages +page-bytes+)))))
 
 (defun prefault (address count)
   "Map in the whole pages of the COUNT bytes at ADDRESS (an integer: memory
 the caller owns and is about to fill), in chunks that end at 2 MiB
-boundaries, each where most of its pages are not mapped yet, a whole
-unmapped aligned 2 MiB as a huge page where HUGE-PAGES-P; nothing for a
+boundaries, each where at least a quarter of its pages are not mapped yet,
+a whole aligned 2 MiB at most a quarter mapped as a huge page where
+HUGE-PAGES-P; nothing for a
 range shorter than +PREFAULT-BYTES+.  Returns nothing."
   (declare (type sb-ext:word address) (type index count))
   #+linux

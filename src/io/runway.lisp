@@ -14,18 +14,25 @@
 ;;;; that count is made: a point that has moved and comes nearer the end of
 ;;;; its runway than that object and two looks gets the next stretch mapped
 ;;;; (an object of 80 KB made past the end would map its own pages first,
-;;;; and the stretch after it could no longer be one huge page), as long as
-;;;; the point has moved so far and at most +RUNWAY-BYTES+, which bounds
-;;;; what a restore can map and not use (the restore bounds it closer when
-;;;; the input is in memory: RUNWAY-REACH).  Where that reach goes past the
-;;;; next 2 MiB boundary anyway, the runway ends there instead, so that the
-;;;; stretch after it is mapped whole, as one huge page (see prefault.lisp):
-;;;; what a restore can map and not use grows by less than 2 MiB, and only
-;;;; for one that has allocated about that much already.  Where huge pages
-;;;; are to be had, a look whose reach stops short of that boundary maps
-;;;; nothing: small pages mapped ahead cost about what their faults would
-;;;; (SHORT-OF-HUGE-PAGE-P), so all a runway could do there is map pages a
-;;;; small restore, or the end of a large one, never uses.
+;;;; and the stretch after it could no longer be one huge page).  How far
+;;;; is its kind's share of the reach (RUNWAY-SHARE: the reach split between
+;;;; the two points in proportion to how far each has moved), at most
+;;;; +RUNWAY-BYTES+, which bounds what a restore can map and not use (the
+;;;; restore bounds the reach closer when the input is in memory: what the
+;;;; rest of it promises, RUNWAY-REACH).
+;;;;
+;;;; The runway is there for huge pages: a 2 MiB one maps in for 30-90 µs
+;;;; here, its 512 small pages for 600, and small pages mapped ahead cost
+;;;; about what their faults would (1.1 against 1.2 µs).  So where the share
+;;;; goes past the next 2 MiB boundary, or, for a chunk wholly past the
+;;;; point, +HUGE-PAGE-WORTH-BYTES+ into it, the runway ends at that
+;;;; boundary instead, so that the chunk before it is mapped whole, as one
+;;;; huge page (see prefault.lisp): what a restore can map and not use grows
+;;;; by less than 2 MiB, and only for one that has allocated about that much
+;;;; already.  And where huge pages are to be had, a look whose share stops
+;;;; short of the next boundary maps nothing (SHORT-OF-HUGE-PAGE-P): all a
+;;;; runway could do there is map pages a small restore, or the end of a
+;;;; large one, never uses.
 ;;;;
 ;;;; A long list is consed on the runway too, a piece at a time
 ;;;; (MAKE-LONG-LIST): MAKE-LIST would make it one large object, on pages
@@ -68,6 +75,11 @@ its next other small object; 0 when that is not known: the region is closed
   "The address just past SBCL's dynamic space, where runways stop."
   (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
 
+(defconstant +huge-page-worth-bytes+ (* 512 1024)
+  "How much of a 2 MiB chunk a restore must be about to use for the runway to
+map all of it, as one huge page: 128 small pages fault in for about 150 µs,
+more than a collapse costs (70-240 µs measured).")
+
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
 through BYTES about to be allocated there and min(REACH, +RUNWAY-BYTES+)
@@ -83,10 +95,17 @@ and never ends before the old runway containing POINT."
          (to (min limit
                   (let* ((to (+ point bytes (min reach +runway-bytes+)))
                          (boundary (logandc2 (+ to (1- +huge-page-bytes+))
-                                             (1- +huge-page-bytes+))))
+                                             (1- +huge-page-bytes+)))
+                         (chunk (- boundary +huge-page-bytes+)))
                     ;; on to the next huge page boundary when the reach goes
-                    ;; that far anyway, so that PREFAULT meets whole ones
-                    (if (and (>= (+ point bytes reach) boundary) (huge-pages-p))
+                    ;; that far anyway, so that PREFAULT meets whole ones;
+                    ;; or, for a chunk wholly ahead of the point, when the
+                    ;; reach uses enough of it to be worth a huge page
+                    (if (and (>= (+ point bytes reach)
+                                 (if (> chunk point)
+                                     (+ chunk +huge-page-worth-bytes+)
+                                     boundary))
+                             (huge-pages-p))
                         boundary
                         to))))
          ;; from the start of the page holding the old end (left out as it
@@ -120,15 +139,28 @@ MOVED forward since the first look."
   (end 0 :type sb-ext:word)
   (moved 0 :type index))
 
-(defun look-at-runway (runway conses reach &optional (bytes 0))
+(defun runway-share (reach moved other-moved)
+  "The part of REACH, what the rest of a restore is to allocate, that falls
+to the kind whose point has MOVED so far, where the other kind's point has
+moved OTHER-MOVED: in proportion (a restore of a few vectors in a list must
+not map a runway for conses, nor one of a long list of small integers one
+for other objects)."
+  (declare (type index reach moved other-moved))
+  (if (= other-moved 0)
+      reach
+      (values (floor (* (float reach 1d0)
+                        (/ (float moved 1d0) (float (+ moved other-moved) 1d0)))))))
+
+(defun look-at-runway (runway conses reach &optional (bytes 0) (other-moved 0))
   "Extend RUNWAY, the runway of the allocation point of conses (CONSES true)
 or of other objects, when that point is less than two looks' allocation
 and the BYTES about to be allocated there from its end (see EXTEND-RUNWAY):
-by REACH at most, and no more than the point has moved so far, which is
-what this kind has allocated (a restore of a few vectors in a list must
-not map a runway for conses).  Not when the point has not moved since the
-last look, nor at the first look, which only notes it."
-  (declare (type runway runway) (type index reach bytes))
+by this kind's share of REACH at most, in proportion to what its point has
+moved so far against the OTHER-MOVED of the other kind's (RUNWAY-SHARE).
+Not when the point has not moved since the last look, nor at the first
+look, which only notes it, nor when that share stops short of the next
+huge page (SHORT-OF-HUGE-PAGE-P)."
+  (declare (type runway runway) (type index reach bytes other-moved))
   (let ((point (allocation-point conses))
         (last (runway-point runway))
         (start (runway-start runway))
@@ -139,9 +171,9 @@ last look, nor at the first look, which only notes it."
         (when (> point last)
           (setf (runway-moved runway)
                 (min most-positive-fixnum (+ (runway-moved runway) (- point last)))))
-        (let ((need (+ bytes (* 2 +look-bytes+)))) ; until the look after next
+        (let ((need (+ bytes (* 2 +look-bytes+))) ; until the look after next
+              (share (runway-share reach (runway-moved runway) other-moved)))
           (unless (or (and (<= start point) (< point end) (>= (- end point) need))
-                      (short-of-huge-page-p point (+ need reach)))
+                      (short-of-huge-page-p point (+ need share)))
             (setf (values (runway-start runway) (runway-end runway))
-                  (extend-runway point need start end
-                                 (min reach (runway-moved runway)) (heap-end)))))))))
+                  (extend-runway point need start end share (heap-end)))))))))
