@@ -538,8 +538,9 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
             (when missed
               (push (format nil "~A/~A: ~{~A~^, ~}" (row-dataset row) (row-mode row) missed)
                     misses))))))
-    (format stream "~%## Targets missed~%~%Ratio to the best peer; the target is 0.80x ~
-                    for times and 1.00x for bytes.~%~%")
+    (format stream "~%## Targets missed~%~%Ratio to the best peer, for the rows over their ~
+                    target in the peers' table: 0.80x the best peer for times, as that ~
+                    table rounds it, and the smallest output for bytes.~%~%")
     (if misses
         (format stream "~{- ~A~%~}" (reverse misses))
         (format stream "None.~%")))
