@@ -857,10 +857,11 @@ a fast one brings the pause back to 2."
             binstore::**next-huge-page-pause** 2))))
 
 (test runway-reaches-huge-page-boundaries
-  "Where huge pages work, EXTEND-RUNWAY goes on to the next 2 MiB boundary
-when its reach goes that far (so the next extension maps a whole huge page),
-or, for a chunk wholly past the point, +HUGE-PAGE-WORTH-BYTES+ into it, and
-stops at point, bytes and +RUNWAY-BYTES+ when it does not."
+  "Where huge pages work, EXTEND-RUNWAY ends at a 2 MiB boundary when its
+bytes and reach go as far as the end of the point's chunk: that end, or the
+boundary past its stretch, so that the chunk after the point's is mapped
+whole, as a huge page, however little of it the reach takes.  It stops at
+point, bytes and +RUNWAY-BYTES+ when they do not go that far."
   (let ((chunk-bytes binstore::+huge-page-bytes+)
         (kb 1024))
     (unless (binstore::huge-pages-p)
@@ -888,25 +889,25 @@ stops at point, bytes and +RUNWAY-BYTES+ when it does not."
                  (is (= (+ before 2048) (huge-kilobytes-at base)))
                  (is (= binstore::+prefault-chunk-pages+
                         (pages-mapped end binstore::+prefault-chunk-pages+))))))))
-      ;; from 10 KB below a boundary, a reach that uses +HUGE-PAGE-WORTH-BYTES+
-      ;; of the chunk beyond maps all of it, as a huge page; a shorter one
-      ;; stops where it does
-      (dolist (into (list (+ binstore::+huge-page-worth-bytes+ (* 8 kb))
-                          (- binstore::+huge-page-worth-bytes+ (* 200 kb))))
+      ;; from 10 KB below a boundary, a reach past it, however short, maps
+      ;; the whole chunk after it, as a huge page; one short of the boundary
+      ;; maps nothing
+      (dolist (past '(t nil))
         (call-with-aligned-region
          2 (lambda (base)
              (setf binstore::**small-chunks-to-go** 0)
              (let* ((point (- (+ base chunk-bytes) (* 10 kb)))
-                    (reach (+ (* 10 kb) into))
-                    (before (huge-kilobytes-at base))
-                    (worth (>= into binstore::+huge-page-worth-bytes+)))
-               (is (equal (list point (if worth
+                    (reach (if past (* 18 kb) (* 4 kb)))
+                    (before (huge-kilobytes-at base)))
+               (is (equal (list point (if past
                                           (+ base (* 2 chunk-bytes))
-                                          (+ point 1000 reach)))
+                                          (+ point 1000 binstore::+prefault-bytes+)))
                           (multiple-value-list
                            (binstore::extend-runway point 1000 0 0 reach
                                                     (+ base (* 2 chunk-bytes))))))
-               (is (= (if worth (+ before 2048) before) (huge-kilobytes-at base))))))))))
+               (is (= (if past (+ before 2048) before) (huge-kilobytes-at base)))
+               (is (= (if past binstore::+prefault-chunk-pages+ 0)
+                      (pages-mapped (+ base chunk-bytes) binstore::+prefault-chunk-pages+))))))))))
 
 (test runways-follow-the-points-that-move
   "LOOK-AT-RUNWAY only notes the point at its first look, extends the runway

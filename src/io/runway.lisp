@@ -21,18 +21,19 @@
 ;;;; restore bounds the reach closer when the input is in memory: what the
 ;;;; rest of it promises, RUNWAY-REACH).
 ;;;;
-;;;; The runway is there for huge pages: a 2 MiB one maps in for 30-90 µs
+;;;; The runway is there for huge pages: a 2 MiB one maps in for 70-240 µs
 ;;;; here, its 512 small pages for 600, and small pages mapped ahead cost
-;;;; about what their faults would (1.1 against 1.2 µs).  So where the share
-;;;; goes past the next 2 MiB boundary, or, for a chunk wholly past the
-;;;; point, +HUGE-PAGE-WORTH-BYTES+ into it, the runway ends at that
-;;;; boundary instead, so that the chunk before it is mapped whole, as one
-;;;; huge page (see prefault.lisp): what a restore can map and not use grows
-;;;; by less than 2 MiB, and only for one that has allocated about that much
-;;;; already.  And where huge pages are to be had, a look whose share stops
-;;;; short of the next boundary maps nothing (SHORT-OF-HUGE-PAGE-P): all a
-;;;; runway could do there is map pages a small restore, or the end of a
-;;;; large one, never uses.
+;;;; about what their faults would (1.1 against 1.2 µs).  So where huge
+;;;; pages are to be had, a look whose share stops short of the end of the
+;;;; point's 2 MiB chunk maps nothing (SHORT-OF-HUGE-PAGE-P): all a runway
+;;;; could do there is map pages a small restore, or the end of a large one,
+;;;; never uses.  And a runway whose share goes that far ends at a 2 MiB
+;;;; boundary, that one or the one past its stretch, so that the chunk
+;;;; after the point's is mapped whole, as one huge page (see prefault.lisp),
+;;;; even when the restore is to use only part of it: SBCL's allocation goes
+;;;; on through it afterwards, up to the next collection, and would fault its
+;;;; small pages in one by one.  What a restore can map and not use itself
+;;;; thus grows by less than 2 MiB.
 ;;;;
 ;;;; A long list is consed on the runway too, a piece at a time
 ;;;; (MAKE-LONG-LIST): MAKE-LIST would make it one large object, on pages
@@ -75,38 +76,33 @@ its next other small object; 0 when that is not known: the region is closed
   "The address just past SBCL's dynamic space, where runways stop."
   (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
 
-(defconstant +huge-page-worth-bytes+ (* 512 1024)
-  "How much of a 2 MiB chunk a restore must be about to use for the runway to
-map all of it, as one huge page: 128 small pages fault in for about 150 µs,
-more than a collapse costs (70-240 µs measured).")
+(declaim (inline boundary-above))
+(defun boundary-above (address)
+  "The first 2 MiB boundary above ADDRESS: the end of the chunk holding it."
+  (declare (type sb-ext:word address))
+  (logandc2 (+ address +huge-page-bytes+) (1- +huge-page-bytes+)))
 
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
 through BYTES about to be allocated there and min(REACH, +RUNWAY-BYTES+)
 beyond, up to LIMIT at most, except those of the runway [START, END) mapped
 before, where POINT still lies in it; nothing when that is under
-+PREFAULT-BYTES+.  When REACH itself goes as far as the next 2 MiB
-boundary past that, and huge pages are to be had, up to that boundary.
++PREFAULT-BYTES+.  Where huge pages are to be had and the BYTES and REACH
+go as far as the end of the point's 2 MiB chunk, up to the 2 MiB boundary
+at or past that stretch instead, so that a chunk wholly ahead of the point
+is mapped whole, as a huge page, though the restore may use only part of
+it: SBCL's allocation goes on through it afterwards.
 Return the new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
 BYTES at least, mapped or not, so that the next call comes that much later,
 and never ends before the old runway containing POINT."
   (declare (type sb-ext:word point start end limit) (type index bytes reach))
   (let* ((inside (and (<= start point) (< point end)))
          (to (min limit
-                  (let* ((to (+ point bytes (min reach +runway-bytes+)))
-                         (boundary (logandc2 (+ to (1- +huge-page-bytes+))
-                                             (1- +huge-page-bytes+)))
-                         (chunk (- boundary +huge-page-bytes+)))
-                    ;; on to the next huge page boundary when the reach goes
-                    ;; that far anyway, so that PREFAULT meets whole ones;
-                    ;; or, for a chunk wholly ahead of the point, when the
-                    ;; reach uses enough of it to be worth a huge page
-                    (if (and (>= (+ point bytes reach)
-                                 (if (> chunk point)
-                                     (+ chunk +huge-page-worth-bytes+)
-                                     boundary))
+                  (let ((to (+ point bytes (min reach +runway-bytes+))))
+                    (if (and (>= (+ point bytes reach) (boundary-above point))
                              (huge-pages-p))
-                        boundary
+                        ;; on to a boundary, so that PREFAULT meets whole chunks
+                        (logandc2 (+ to (1- +huge-page-bytes+)) (1- +huge-page-bytes+))
                         to))))
          ;; from the start of the page holding the old end (left out as it
          ;; was only partly in the runway), or the point's
@@ -123,8 +119,7 @@ the next 2 MiB boundary: then the runway would only map small pages, which
 cost about what their faults do (1.1 against 1.2 µs a page where binstore
 is measured), and pages mapped but left unused cost more than that saves."
   (declare (type sb-ext:word point bytes))
-  (and (< (+ point bytes)
-          (logandc2 (+ point +huge-page-bytes+) (1- +huge-page-bytes+)))
+  (and (< (+ point bytes) (boundary-above point))
        (huge-pages-p)))
 
 (defconstant +look-bytes+ (* 16 1024)
