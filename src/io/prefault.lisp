@@ -239,8 +239,8 @@ page's) and at most a quarter are mapped, try making them a huge page first
 the caller owns and is about to fill), in chunks that end at 2 MiB
 boundaries, each where at least a quarter of its pages are not mapped yet,
 a whole aligned 2 MiB at most a quarter mapped as a huge page where
-HUGE-PAGES-P; nothing for a
-range shorter than +PREFAULT-BYTES+.  Returns nothing."
+HUGE-PAGES-P; nothing for a range shorter than +PREFAULT-BYTES+.  Returns
+nothing."
   (declare (type sb-ext:word address) (type index count))
   #+linux
   (when (and (>= count +prefault-bytes+) **populate-write-works**)
