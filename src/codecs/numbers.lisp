@@ -389,8 +389,8 @@ SEEN-BITS-STATE), each setting its seen bit with no call, and with no store
 to the table until the end: SETTLE-BOX-RUN then gives them their ids
 together, as the run of SOURCE they are, with no entry each.  With VECTOR,
 SOURCE is a simple vector and the run its elements from START below K
-(within it: checked once, then read unchecked); return the offset after them and the index of the first one not
-stored.  Otherwise SOURCE is a cons and the run at most K cars of the chain
+(within it: checked once, then read unchecked); return the offset after
+them and the index of the first one not stored.  Otherwise SOURCE is a cons and the run at most K cars of the chain
 from it (MARK and LIST as for NEXT-IN-RUN); return the offset, the cons
 reached (the one whose car was not stored, or the cdr after the last car
 stored) and how many were stored.  None is stored when REFS is not in seen

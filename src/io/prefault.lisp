@@ -57,6 +57,17 @@ the unaligned addresses and nothing is done.")
   "The size of a transparent huge page on x86-64: what one entry of the
 level above the page table maps.")
 
+(declaim (inline boundary-above boundary-at-or-above))
+(defun boundary-above (address)
+  "The first 2 MiB boundary above ADDRESS: the end of the chunk holding it."
+  (declare (type sb-ext:word address))
+  (logandc2 (+ address +huge-page-bytes+) (1- +huge-page-bytes+)))
+
+(defun boundary-at-or-above (address)
+  "ADDRESS rounded up to a 2 MiB boundary."
+  (declare (type sb-ext:word address))
+  (logandc2 (+ address (1- +huge-page-bytes+)) (1- +huge-page-bytes+)))
+
 (defconstant +prefault-chunk-pages+ (/ +huge-page-bytes+ +page-bytes+)
   "Pages looked at by one mincore call, and populated together or not: those
 of one huge page, so that a chunk aligned to one can become one.")
@@ -148,8 +159,7 @@ whether the kernel has it and makes huge pages here."
                   (sb-posix:syscall-error () nil))))
       (when sap
         (unwind-protect
-             (let ((start (logandc2 (+ (sb-sys:sap-int sap) (1- +huge-page-bytes+))
-                                    (1- +huge-page-bytes+))))
+             (let ((start (boundary-at-or-above (sb-sys:sap-int sap))))
                (and **populate-write-works**
                     (make-huge-page start)
                     (= 0 (unmapped-pages start +prefault-chunk-pages+))))
@@ -248,8 +258,7 @@ nothing."
           (end (logandc2 (+ address count) (1- +page-bytes+)))
           (huge (and (>= count +huge-page-bytes+) (huge-pages-p))))
       (loop while (and (< page end) **populate-write-works**)
-            do (let* ((next (min end (+ (logandc2 page (1- +huge-page-bytes+))
-                                        +huge-page-bytes+)))
+            do (let* ((next (min end (boundary-above page)))
                       (pages (floor (- next page) +page-bytes+)))
                  (populate-chunk page pages (and huge (= pages +prefault-chunk-pages+)))
                  (setf page next)))))

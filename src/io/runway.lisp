@@ -76,12 +76,6 @@ its next other small object; 0 when that is not known: the region is closed
   "The address just past SBCL's dynamic space, where runways stop."
   (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
 
-(declaim (inline boundary-above))
-(defun boundary-above (address)
-  "The first 2 MiB boundary above ADDRESS: the end of the chunk holding it."
-  (declare (type sb-ext:word address))
-  (logandc2 (+ address +huge-page-bytes+) (1- +huge-page-bytes+)))
-
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
 through BYTES about to be allocated there and min(REACH, +RUNWAY-BYTES+)
@@ -102,7 +96,7 @@ and never ends before the old runway containing POINT."
                     (if (and (>= (+ point bytes reach) (boundary-above point))
                              (huge-pages-p))
                         ;; on to a boundary, so that PREFAULT meets whole chunks
-                        (logandc2 (+ to (1- +huge-page-bytes+)) (1- +huge-page-bytes+))
+                        (boundary-at-or-above to)
                         to))))
          ;; from the start of the page holding the old end (left out as it
          ;; was only partly in the runway), or the point's
