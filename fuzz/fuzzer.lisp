@@ -345,6 +345,7 @@ A cheap stand-in for real coverage: each tag byte must at least occur."
   (vector 0 1 #x3F #x40 #x5F #x60 #x7F #x80 #xFE #xFF
           binstore::+tag-list+ binstore::+tag-simple-vector+ binstore::+tag-ref+
           binstore::+tag-later+ binstore::+tag-fill+ binstore::+tag-tracking+
+          binstore::+tag-no-tracking+ binstore::+tag-full-tracking+
           binstore::+tag-header+ binstore::+tag-end+)
   "Boundaries of the tag ranges, and the tags that shape the stream.")
 

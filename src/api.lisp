@@ -29,14 +29,9 @@ they are; MAX-TO-WRITE is OB's business."
       (loop for octet across +header-octets+ do (write-u8 ob octet))
       (write-varint ob +format-version+))
     ;; Without a tracking tag a stream tracks objects but not conses: the
-    ;; default costs no byte.
-    (let ((flags (cond ((not track-references) 0)
-                       (support-shared-list-structures
-                        (logior +track-objects+ +track-conses+))
-                       (t +track-objects+))))
-      (unless (= flags +track-objects+)
-        (write-u8 ob +tag-tracking+)
-        (write-u8 ob flags)))
+    ;; default costs no byte, the others one.
+    (cond ((not track-references) (write-u8 ob +tag-no-tracking+))
+          (support-shared-list-structures (write-u8 ob +tag-full-tracking+)))
     (if as-separate-objects
         (dolist (object data)
           (write-top-level-object ss object))

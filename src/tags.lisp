@@ -69,11 +69,17 @@ every type tag to its name (for the inspector and error messages)."
   (+tag-header+ #x24)               ; "BST", varint format version
   (+tag-end+ #x25)                  ; end marker
   (+tag-cons-ref+ #x26)             ; varint cons id: the cons with that id
-  (+tag-int64-list+ #x27))          ; n, n 8-byte integers: a proper list of them
+  (+tag-int64-list+ #x27)           ; n, n 8-byte integers: a proper list of them
+  ;; Since format version 2: the tracking flags a writer uses, in one byte
+  (+tag-no-tracking+ #x28)          ; +tag-tracking+ with flags 0
+  (+tag-full-tracking+ #x29))       ; +tag-tracking+ with flags 3
 
 ;;; Tracking flags, the byte after +tag-tracking+.  Whatever they say,
 ;;; symbols, packages and class descriptors get ids.  A stream without the
-;;; tag tracks objects but not conses.  Conses have ids of their own,
+;;; tag tracks objects but not conses.  A writer says flags 0 and 3 with the
+;;; one-byte tags +tag-no-tracking+ and +tag-full-tracking+: a byte less
+;;; than the general form, which a reader still takes (streams of version 1
+;;; have it).  Conses have ids of their own,
 ;;; referenced with +tag-cons-ref+, so that tracking every cons does not make
 ;;; references to other objects longer.
 (defconstant +track-objects+ 1)     ; every heap object but conses gets an id

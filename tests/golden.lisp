@@ -66,7 +66,7 @@ twice, after the tracking tag that says so."
   (let ((s (coerce "ab" 'simple-base-string)))
     (is (equal '(#x02 #x02 #x12 #x02 #x61 #x62 #x40)
                (stored-octets (list s s))))
-    (is (equal '(#x23 #x00 #x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
+    (is (equal '(#x28 #x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
                (stored-octets (list s s) :track-references nil)))))
 
 (test golden-symbols-in-short-lists
@@ -75,7 +75,7 @@ references, in each mode, with the bytes the general writer gives: :FOO
 takes id 0 where it is first written (#x18 ...) and is #x40 after; a
 short list whose symbol is new writes it in full."
   (dolist (options '(() (:track-references nil)))
-    (let ((prefix (if (getf options :track-references t) '() '(#x23 #x00))))
+    (let ((prefix (if (getf options :track-references t) '() '(#x28))))
       (is (equal (append prefix '(#x02 #x03 #x18 #x03 #x46 #x4F #x4F
                                   #x04 #x40 #x71
                                   #x02 #x03 #x72 #x40 #x01))
@@ -92,11 +92,31 @@ short list whose symbol is new writes it in full."
   "With shared list structures a circular list's cdr refers to its first cons."
   (let ((l (list 1 2)))
     (setf (cddr l) l)
-    (is (equal '(#x23 #x03 #x03 #x02 #x71 #x72 #x26 #x00)
+    (is (equal '(#x29 #x03 #x02 #x71 #x72 #x26 #x00)
                (stored-octets l :support-shared-list-structures t)))))
 
+(test golden-version-1-tracking
+  "Streams of format version 1 say the tracking flags in two bytes, #x23
+then the flags; they still read, with the meaning of the one-byte tags."
+  (let ((twice (binstore:restore (octets #x24 #x42 #x53 #x54 #x01
+                                         #x23 #x00 #x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62))))
+    (is (equal '("ab" "ab") twice))
+    (is (not (eq (first twice) (second twice)))))
+  ;; Flags 0: a reference to id 0 names the first symbol, not the string.
+  (is (equal '("ab" :a :a)
+             (binstore:restore (octets #x23 #x00 #x02 #x03 #x12 #x02 #x61 #x62
+                                       #x18 #x01 #x41 #x40))))
+  (let ((circle (binstore:restore (octets #x23 #x03 #x03 #x02 #x71 #x72 #x26 #x00))))
+    (is (eql 1 (first circle)))
+    (is (eq circle (cddr circle))))
+  ;; Flags 2, which no writer uses: conses get ids, other objects none.
+  (let ((circle (binstore:restore (octets #x23 #x02 #x03 #x03 #x12 #x02 #x61 #x62
+                                          #x18 #x01 #x41 #x40 #x26 #x00))))
+    (is (equal '("ab" :a :a) (subseq circle 0 3)))
+    (is (eq circle (cdddr circle)))))
+
 (test golden-header-and-end
-  (is (equal '(#x24 #x42 #x53 #x54 #x01 #x70 #x25)
+  (is (equal '(#x24 #x42 #x53 #x54 #x02 #x70 #x25)
              (stored-octets 0 :output-magic-number t :output-end-marker t))))
 
 (test golden-deferred-contents

@@ -642,12 +642,27 @@ store and on restore; raised limits make it round-trip."
 
 (test hostile-unsupported-version
   (let ((file (binstore:store nil '(1 2) :output-magic-number t)))
-    (is (equalp (vector binstore::+tag-header+ #x42 #x53 #x54 1) (subseq file 0 5)))
+    (is (equalp (vector binstore::+tag-header+ #x42 #x53 #x54 binstore:+format-version+)
+                (subseq file 0 5)))
     (setf (aref file 4) 99)
     (let ((c (hostile-restore-condition file)))
       (is (typep c 'binstore:unsupported-version) "~a" (hostile-describe c))
       (when (typep c 'binstore:unsupported-version)
         (is (eql 99 (binstore:unsupported-version-version c)))))))
+
+(test hostile-tracking-tags
+  "Tracking flags above 3, and a tracking tag anywhere but before the first
+object, are invalid input."
+  (dolist (case (list (list "flags 4" (hostile-octets #x23 #x04 #x70))
+                      (list "flags #xFF" (hostile-octets #x23 #xFF #x70))
+                      (list "two-byte form after an object" (hostile-octets #x70 #x23 #x00 #x70))
+                      (list "one-byte form after an object" (hostile-octets #x70 binstore::+tag-no-tracking+))
+                      (list "two tracking tags" (hostile-octets binstore::+tag-no-tracking+
+                                                                binstore::+tag-full-tracking+ #x70))
+                      (list "in a list" (hostile-octets #x02 #x01 binstore::+tag-full-tracking+))))
+    (destructuring-bind (what octets) case
+      (let ((c (hostile-restore-condition octets)))
+        (is (typep c 'binstore:invalid-input) "~a: ~a" what (hostile-describe c))))))
 
 ;;; ------------------------------------------------------------------
 ;;; Missing packages and symbols

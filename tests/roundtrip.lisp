@@ -500,8 +500,8 @@ a time, among others, in vectors of every length up to 40."
              (vector (coerce list 'simple-vector))
              (from-vector (binstore:store nil vector :track-references nil))
              (from-list (binstore:store nil list :track-references nil)))
-        ;; after the tracking byte pair and the container's tag
-        (unless (or (null list) (equalp (subseq from-vector 3) (subseq from-list 3)))
+        ;; after the tracking tag and the container's tag
+        (unless (or (null list) (equalp (subseq from-vector 2) (subseq from-list 2)))
           (push list differing))
         (unless (equalp vector (binstore:restore from-vector))
           (push list not-restored))))

@@ -133,6 +133,14 @@ names it by its rank among the LATER containers."
                :message (format nil "format version ~d" version)
                :expected (format nil "a version from 1 to ~d" +format-version+))))))
 
+(defun read-tracking-flags (rs)
+  "Read the flags byte of +TAG-TRACKING+, the general form of the tracking
+tags."
+  (let ((flags (read-u8 (rs-ibuf rs))))
+    (unless (< flags 4)
+      (restore-invalid rs (format nil "tracking flags #x~2,'0x" flags) "flags below 4"))
+    flags))
+
 (defun read-top-level (rs)
   "Read every top-level object in the input; return the first and a list of
 the others (no list to make for the usual one)."
@@ -147,13 +155,15 @@ the others (no list to make for the usual one)."
     (when (= (peek-u8 ib) +tag-header+)
       (read-u8 ib)
       (read-header rs))
-    (when (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-tracking+))
-      (read-u8 ib)
-      (let ((flags (read-u8 ib)))
-        (unless (< flags 4)
-          (restore-invalid rs (format nil "tracking flags #x~2,'0x" flags) "flags below 4"))
-        (setf (rs-track rs) (logtest flags +track-objects+)
-              (rs-track-conses rs) (logtest flags +track-conses+))))
+    (unless (at-end-p ib)
+      (let ((flags (case (peek-u8 ib)
+                     (#.+tag-no-tracking+ (read-u8 ib) 0)
+                     (#.+tag-full-tracking+ (read-u8 ib) (logior +track-objects+ +track-conses+))
+                     (#.+tag-tracking+ (read-u8 ib) (read-tracking-flags rs))
+                     (t nil))))
+        (when flags
+          (setf (rs-track rs) (logtest flags +track-objects+)
+                (rs-track-conses rs) (logtest flags +track-conses+)))))
     (loop
       (when (at-end-p ib) (return))
       (when (= (peek-u8 ib) +tag-end+)
