@@ -361,6 +361,7 @@ A cheap stand-in for real coverage: each tag byte must at least occur."
   (list binstore::+tag-list+ binstore::+tag-dotted-list+ binstore::+tag-bignum+
         binstore::+tag-character+ binstore::+tag-base-string+ binstore::+tag-string+
         binstore::+tag-simple-vector+ binstore::+tag-specialized-vector+
+        binstore::+tag-octet-vector+ binstore::+tag-double-vector+
         binstore::+tag-array+ binstore::+tag-hash-table+
         binstore::+tag-class-descriptor+ binstore::+tag-ref+ binstore::+tag-fill+
         binstore::+tag-header+)

@@ -72,7 +72,11 @@ every type tag to its name (for the inspector and error messages)."
   (+tag-int64-list+ #x27)           ; n, n 8-byte integers: a proper list of them
   ;; Since format version 2: the tracking flags a writer uses, in one byte
   (+tag-no-tracking+ #x28)          ; +tag-tracking+ with flags 0
-  (+tag-full-tracking+ #x29))       ; +tag-tracking+ with flags 3
+  (+tag-full-tracking+ #x29)        ; +tag-tracking+ with flags 3
+  ;; Since format version 2: the commonest specialized vectors, whose
+  ;; element type the tag says (see VECTOR-TAG)
+  (+tag-octet-vector+ #x2A)         ; n, n octets: an (unsigned-byte 8) vector
+  (+tag-double-vector+ #x2B))       ; n, 8n bytes: a double-float vector
 
 ;;; Tracking flags, the byte after +tag-tracking+.  Whatever they say,
 ;;; symbols, packages and class descriptors get ids.  A stream without the
@@ -136,11 +140,23 @@ well-formed input.")
   "Every array element type the format knows: (code type bits-per-element).")
 
 (defconstant +element-type-t+ 0)
+(defconstant +element-type-ub8+ 5)
 (defconstant +element-type-ub62+ 10)
 (defconstant +element-type-fixnum+ 16)
 (defconstant +element-type-character+ 22)
 (defconstant +element-type-base-char+ 23)
 (defconstant +element-type-nil+ 24)
+(defconstant +element-type-double-float+ 19)
+
+(declaim (inline vector-tag))
+(defun vector-tag (code)
+  "The tag of a specialized vector of the element type CODE that says the
+type itself (+TAG-OCTET-VECTOR+, +TAG-DOUBLE-VECTOR+), or NIL: the vector is
+then +TAG-SPECIALIZED-VECTOR+ and the code follows the tag."
+  (case code
+    (#.+element-type-ub8+ +tag-octet-vector+)
+    (#.+element-type-double-float+ +tag-double-vector+)
+    (t nil)))
 
 ;;; Header: +tag-header+, then these three octets, then the version varint.
 (defparameter +header-octets+ #(#x42 #x53 #x54)) ; "BST"

@@ -47,6 +47,10 @@
     (,(make-array 10 :element-type 'bit :initial-element 1) (#x15 #x01 #x0A #xFF #x03))
     (,(make-array 2 :element-type '(signed-byte 16) :initial-element -2)
      (#x15 #x0E #x02 #xFE #xFF #xFE #xFF))
+    (,(make-array 3 :element-type '(unsigned-byte 8) :initial-contents '(1 2 255))
+     (#x2A #x03 #x01 #x02 #xFF))
+    (,(make-array 1 :element-type 'double-float :initial-element 1.5d0)
+     (#x2B #x01 0 0 0 0 0 0 #xF8 #x3F))
     (,(make-array '(2 2) :element-type '(unsigned-byte 8) :initial-element 9)
      (#x16 #x00 #x05 #x02 #x02 #x02 9 9 9 9))
     (,(make-array 3 :element-type 'base-char :initial-element #\x :fill-pointer 1)
@@ -94,6 +98,16 @@ short list whose symbol is new writes it in full."
     (setf (cddr l) l)
     (is (equal '(#x29 #x03 #x02 #x71 #x72 #x26 #x00)
                (stored-octets l :support-shared-list-structures t)))))
+
+(test golden-version-1-vectors
+  "Version 1 wrote octet and double-float vectors as any specialized
+vector, with their element type's code; they still read."
+  (let ((v (binstore:restore (octets #x15 #x05 #x03 #x01 #x02 #xFF))))
+    (is (equal '(simple-array (unsigned-byte 8) (3)) (type-of v)))
+    (is (equalp #(1 2 255) v)))
+  (let ((v (binstore:restore (octets #x15 #x13 #x01 0 0 0 0 0 0 #xF8 #x3F))))
+    (is (equal '(simple-array double-float (1)) (type-of v)))
+    (is (equalp #(1.5d0) v))))
 
 (test golden-version-1-tracking
   "Streams of format version 1 say the tracking flags in two bytes, #x23

@@ -363,7 +363,15 @@ payload or a length in a redundant form is refused."
              'binstore:truncated-input))
   (is (typep (hostile-restore-condition (hostile-octets binstore::+tag-specialized-vector+ 5 #x81 0
                                                         7))
-             'binstore:invalid-input)))
+             'binstore:invalid-input))
+  ;; the same through the tags that say the element type
+  (dolist (tag (list binstore::+tag-octet-vector+ binstore::+tag-double-vector+))
+    (is (typep (hostile-restore-condition (hostile-octets tag 10 1 2 3 4 5 6 7 8 9))
+               'binstore:truncated-input))
+    (is (typep (hostile-restore-condition (hostile-octets tag #x81 0 7))
+               'binstore:invalid-input))
+    (is (typep (hostile-restore-condition (hostile-octets tag))
+               'binstore:truncated-input))))
 
 (defparameter *hostile-huge* (expt 2 60))
 
@@ -377,6 +385,8 @@ dimensions, or rank) with almost no bytes behind the claim."
           (list "string" (hostile-octets #x13 huge #x41))
           (list "simple vector" (hostile-octets #x14 huge #x71))
           (list "specialized vector ub8" (hostile-octets #x15 5 huge 1 2 3))
+          (list "octet vector" (hostile-octets binstore::+tag-octet-vector+ huge 1 2 3))
+          (list "double vector" (hostile-octets binstore::+tag-double-vector+ huge 1 2 3))
           (list "specialized vector bit" (hostile-octets #x15 1 huge 1))
           (list "specialized vector of nil" (hostile-octets #x15 24 huge))
           (list "array dimension" (hostile-octets #x16 0 5 1 huge 1 2))

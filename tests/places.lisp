@@ -1147,8 +1147,9 @@ and a double vector stored and restored through it."
       (setf (aref octets i) (sb-sys:sap-ref-8 sap i)))))
 
 (defun expected-vector-octets (v code bits)
-  "A specialized vector's bytes built from its elements: tag, code, length,
-the elements packed least significant bit first, unused bits zero."
+  "A specialized vector's bytes built from its elements: tag, code (but for
+(unsigned-byte 8) and double-float vectors, whose tags say it), length, the
+elements packed least significant bit first, unused bits zero."
   (let ((packed 0))
     (dotimes (i (length v))
       (setf packed (dpb (element-bit-pattern (aref v i) bits) (byte bits (* i bits)) packed)))
@@ -1157,7 +1158,8 @@ the elements packed least significant bit first, unused bits zero."
                (setf n (ash n -7))
             while (plusp n))
       (concatenate '(vector (unsigned-byte 8))
-                   (list #x15 code) (reverse length-octets)
+                   (case code (5 (list #x2A)) (19 (list #x2B)) (t (list #x15 code)))
+                   (reverse length-octets)
                    (loop for i below (ceiling (* (length v) bits) 8)
                          collect (ldb (byte 8 (* 8 i)) packed))))))
 

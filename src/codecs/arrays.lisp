@@ -387,13 +387,17 @@ integers of any size cost more than copying a kilobyte."
          (whole (ash payload-bits -3))
          (partial-bits (logand payload-bits 7))
          (p (obuf-pos ob))
-         (header-end (+ p 2 (varint-length n)))
+         (tag (vector-tag code))
+         (length-at (+ p (if tag 1 2)))
+         (header-end (+ length-at (varint-length n)))
          (end (+ header-end whole (if (zerop partial-bits) 0 1))))
     (when (<= end (obuf-end ob))
       (let ((sap (obuf-sap ob)))
-        (setf (sb-sys:sap-ref-8 sap p) +tag-specialized-vector+
-              (sb-sys:sap-ref-8 sap (+ p 1)) code)
-        (put-varint sap (+ p 2) n)
+        (if tag
+            (setf (sb-sys:sap-ref-8 sap p) tag)
+            (setf (sb-sys:sap-ref-8 sap p) +tag-specialized-vector+
+                  (sb-sys:sap-ref-8 sap (+ p 1)) code))
+        (put-varint sap length-at n)
         (sb-sys:with-pinned-objects (v)
           (let ((from (sb-sys:vector-sap v)))
             (copy-memory from (sb-sys:sap+ sap header-end) whole)
@@ -405,39 +409,44 @@ integers of any size cost more than copying a kilobyte."
         t))))
 
 (defun write-specialized-vector (ob v code)
-  "Tag, element type code, length, payload: in one block where
-PUT-COPIED-VECTOR can, otherwise piece by piece."
+  "Tag, element type code (unless the tag says it: VECTOR-TAG), length,
+payload: in one block where PUT-COPIED-VECTOR can, otherwise piece by piece."
   (declare (type obuf ob) (type (simple-array * (*)) v) (type (unsigned-byte 8) code)
            (optimize speed))
   (let ((n (length v))
         (bits (aref **copied-element-bits** code)))
     (unless (and (plusp bits) (< n (expt 2 55)) (put-copied-vector ob v code n bits))
-      (write-u8 ob +tag-specialized-vector+)
-      (write-u8 ob code)
+      (let ((tag (vector-tag code)))
+        (if tag
+            (write-u8 ob tag)
+            (progn (write-u8 ob +tag-specialized-vector+)
+                   (write-u8 ob code))))
       (write-varint ob n)
       (unless (= code +element-type-nil+) ; such a vector has no elements to write
         (write-payload ob v code n)))))
 
-(defun read-specialized-vector (rs)
-  "Read a specialized vector whose tag was just consumed.  The common case,
-a payload copied as it is and whole in the window after a short length,
-is decided here with the window's bytes in hand; every other goes to
-READ-SPECIALIZED-VECTOR-IN-GENERAL, which also signals what is wrong."
-  (declare (optimize speed))
+(defun read-specialized-vector (rs implied-code)
+  "Read a specialized vector whose tag was just consumed: of the element type
+IMPLIED-CODE when its tag says one (VECTOR-TAG), else of the code that
+follows.  The common case, a payload copied as it is and whole in the window
+after a short length, is decided here with the window's bytes in hand; every
+other goes to READ-SPECIALIZED-VECTOR-IN-GENERAL, which also signals what
+is wrong."
+  (declare (optimize speed) (type (or null (unsigned-byte 8)) implied-code))
   (let* ((ib (rs-ibuf rs))
          (sap (ibuf-sap ib))
          (p (ibuf-pos ib))
          (end (ibuf-end ib))
-         (bits (if (< p end) (aref **copied-element-bits** (sb-sys:sap-ref-8 sap p)) 0)))
+         (code (cond (implied-code) ((< p end) (sb-sys:sap-ref-8 sap p))))
+         (bits (if code (aref **copied-element-bits** code) 0)))
     (declare (type index p end))
     (multiple-value-bind (n from) (if (plusp bits)
-                                      (window-varint sap (+ p 1) end)
+                                      (window-varint sap (if implied-code p (+ p 1)) end)
                                       (values nil nil))
       (let ((nbytes (and from (ceiling (* (the index n) bits) 8))))
         (if (and nbytes (<= (+ from nbytes) end))
-            (let* ((code (sb-sys:sap-ref-8 sap p))
-                   (v (progn (charge rs (+ 16 nbytes))
-                             (make-specialized-vector code n))))
+            (let ((v (progn (charge rs (+ 16 nbytes))
+                            (make-specialized-vector code n))))
               (sb-sys:with-pinned-objects (v)
                 (let ((to (sb-sys:vector-sap v)))
                   (copy-window-bytes sap from to nbytes)
@@ -451,11 +460,11 @@ READ-SPECIALIZED-VECTOR-IN-GENERAL, which also signals what is wrong."
                     (check-payload-range rs (sb-sys:sap-int to) nbytes code
                                          (+ (ibuf-consumed ib) from)))))
               (register rs v))
-            (read-specialized-vector-in-general rs))))))
+            (read-specialized-vector-in-general rs implied-code))))))
 
-(defun read-specialized-vector-in-general (rs)
+(defun read-specialized-vector-in-general (rs implied-code)
   (let* ((ib (rs-ibuf rs))
-         (code (read-element-type-code rs))
+         (code (or implied-code (read-element-type-code rs)))
          (n (read-varint ib)))
     (unless (raw-element-code-p code)
       (restore-invalid rs "a specialized vector of element type t or a character type"
