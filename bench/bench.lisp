@@ -403,7 +403,8 @@ runs in rounds (RUN-ROUNDS); returns the rows."
 (defun target-checks (row)
   "List of (what ratio-to-best-peer meets-target-p) for ROW, or NIL when no
 peer figures exist.  A byte count meets its target when it is at most the
-smallest peer output, which the peers' table gives rounded to 0.01 MB."
+smallest peer output: its exact count where PEER-EXACT-BYTES knows it, else
+the peers' table's figure, rounded to 0.01 MB."
   (let ((peer (find-peer (row-dataset row) (row-mode row))))
     (when peer
       (flet ((timing (what seconds best target)
@@ -412,9 +413,13 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
         (list (timing "store" (row-store row) (peer-store peer) (peer-target-store peer))
               (timing "store-into" (row-into row) (peer-into peer) (peer-target-into peer))
               (timing "restore" (row-restore row) (peer-restore peer) (peer-target-restore peer))
-              (let ((mb (and (row-bytes row) (/ (row-bytes row) 1d6))))
-                (list "bytes" (peer-ratio mb (peer-bytes-mb peer))
-                      (and mb (<= mb (+ (peer-bytes-mb peer) 0.005d0))))))))))
+              (let ((bytes (row-bytes row))
+                    (exact (peer-exact-bytes (row-dataset row) (row-mode row))))
+                (if exact
+                    (list "bytes" (peer-ratio bytes exact) (and bytes (<= bytes exact)))
+                    (let ((mb (and bytes (/ bytes 1d6))))
+                      (list "bytes" (peer-ratio mb (peer-bytes-mb peer))
+                            (and mb (<= mb (+ (peer-bytes-mb peer) 0.005d0))))))))))))
 
 ;;; Formatting.
 
@@ -526,7 +531,11 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
                         (append (list (row-dataset row) (row-mode row)
                                       (format nil "~A / ~A / ~A" (fmt (peer-store peer))
                                               (fmt (peer-into peer)) (fmt (peer-restore peer)))
-                                      (format nil "~,2F MB" (peer-bytes-mb peer))
+                                      (let ((exact (peer-exact-bytes (row-dataset row)
+                                                                     (row-mode row))))
+                                        (if exact
+                                            (format nil "~,2F MB (~:D)" (peer-bytes-mb peer) exact)
+                                            (format nil "~,2F MB" (peer-bytes-mb peer))))
                                       (format nil "~A / ~A / ~A" (fmt (peer-target-store peer))
                                               (fmt (peer-target-into peer))
                                               (fmt (peer-target-restore peer))))
@@ -540,7 +549,8 @@ smallest peer output, which the peers' table gives rounded to 0.01 MB."
                     misses))))))
     (format stream "~%## Targets missed~%~%Ratio to the best peer, for the rows over their ~
                     target in the peers' table: 0.80x the best peer for times, as that ~
-                    table rounds it, and the smallest output for bytes.~%~%")
+                    table rounds it, and the smallest output for bytes (exact where the ~
+                    data set's shape fixes it, worked out from the peer's format).~%~%")
     (if misses
         (format stream "~{- ~A~%~}" (reverse misses))
         (format stream "None.~%")))
