@@ -416,7 +416,7 @@ the peers' table's figure, rounded to 0.01 MB."
               (let ((bytes (row-bytes row))
                     (exact (peer-exact-bytes (row-dataset row) (row-mode row))))
                 (if exact
-                    (list "bytes" (peer-ratio bytes exact) (and bytes (<= bytes exact)))
+                    (list "bytes" (peer-ratio bytes (float exact 1d0)) (and bytes (<= bytes exact)))
                     (let ((mb (and bytes (/ bytes 1d6))))
                       (list "bytes" (peer-ratio mb (peer-bytes-mb peer))
                             (and mb (<= mb (+ (peer-bytes-mb peer) 0.005d0))))))))))))
@@ -539,8 +539,13 @@ the peers' table's figure, rounded to 0.01 MB."
                                       (format nil "~A / ~A / ~A" (fmt (peer-target-store peer))
                                               (fmt (peer-target-into peer))
                                               (fmt (peer-target-restore peer))))
-                                (loop for (nil ratio ok) in checks
-                                      collect (format nil "~A ~A" (fmt-ratio ratio)
+                                (loop for (what ratio ok) in checks
+                                      ;; bytes to four places: a few bytes in ten
+                                      ;; million still show
+                                      collect (format nil "~A ~A"
+                                                      (if (and ratio (string= what "bytes"))
+                                                          (format nil "~,4F" ratio)
+                                                          (fmt-ratio ratio))
                                                       (if ok "ok" "**MISS**")))))
           (let ((missed (loop for (what ratio ok) in checks
                               unless ok collect (format nil "~A ~Ax" what (fmt-ratio ratio)))))
