@@ -83,9 +83,9 @@ every type tag to its name (for the inspector and error messages)."
 ;;; tag tracks objects but not conses.  A writer says flags 0 and 3 with the
 ;;; one-byte tags +tag-no-tracking+ and +tag-full-tracking+: a byte less
 ;;; than the general form, which a reader still takes (streams of version 1
-;;; have it).  Conses have ids of their own,
-;;; referenced with +tag-cons-ref+, so that tracking every cons does not make
-;;; references to other objects longer.
+;;; have it).  Conses have ids of their own, referenced with
+;;; +tag-cons-ref+, so that tracking every cons does not make references to
+;;; other objects longer.
 (defconstant +track-objects+ 1)     ; every heap object but conses gets an id
 (defconstant +track-conses+ 2)      ; every cons gets an id too
 
@@ -143,10 +143,10 @@ well-formed input.")
 (defconstant +element-type-ub8+ 5)
 (defconstant +element-type-ub62+ 10)
 (defconstant +element-type-fixnum+ 16)
+(defconstant +element-type-double-float+ 19)
 (defconstant +element-type-character+ 22)
 (defconstant +element-type-base-char+ 23)
 (defconstant +element-type-nil+ 24)
-(defconstant +element-type-double-float+ 19)
 
 (declaim (inline vector-tag))
 (defun vector-tag (code)
