@@ -88,38 +88,29 @@
 ;;; from its format: list and vector headers, a list's closing NIL, no file
 ;;; header (cl-binary-store 1.4.3 and cl-conspack write none by default).
 (defparameter *peer-exact-bytes*
-  '(("tiny-integers" "none" 1000007) ("tiny-integers" "refs" 1000007)
-    ("tiny-integers" "lists" 2000001)
-    ("tiny-integers-vector" "none" 1000006) ("tiny-integers-vector" "refs" 1000006)
-    ("tiny-integers-vector" "lists" 1000006)
-    ("same-small-integer" "none" 2000006) ("same-small-integer" "refs" 2000007)
-    ("same-small-integer" "lists" 2000006)
-    ("random-fixnums" "none" 8000016) ("random-fixnums" "refs" 9000007)
-    ("random-fixnums" "lists" 9000006)
-    ("random-double-floats" "none" 9000006) ("random-double-floats" "refs" 9000007)
-    ("random-double-floats" "lists" 9000006)
-    ("random-single-floats" "none" 5000006) ("random-single-floats" "refs" 5000007)
-    ("random-single-floats" "lists" 5000006)
-    ("random-complex-doubles" "none" 17000007) ("random-complex-doubles" "refs" 17000007)
-    ("random-complex-doubles" "lists" 18000001)
-    ("ub8-vectors" "none" 10004004) ("ub8-vectors" "refs" 10005005)
-    ("ub8-vectors" "lists" 10004004)
-    ("double-vectors" "none" 8004004) ("double-vectors" "refs" 8005005)
-    ("double-vectors" "lists" 8004004)
-    ("double-matrices" "none" 8000703) ("double-matrices" "refs" 8000703)
-    ("double-matrices" "lists" 8000801)
-    ("specialized-arrays" "none" 508823) ("specialized-arrays" "refs" 508823)
-    ("specialized-arrays" "lists" 508835)
-    ("same-string" "refs" 1000013))
-  "(data set, mode, bytes): the smallest peer's exact output where the
-peers' table rounds it and the size is fixed by the data set's shape.")
+  ;; data set            none      refs      lists
+  '(("tiny-integers"          1000007  1000007  2000001)
+    ("tiny-integers-vector"   1000006  1000006  1000006)
+    ("same-small-integer"     2000006  2000007  2000006)
+    ("random-fixnums"         8000016  9000007  9000006)
+    ("random-double-floats"   9000006  9000007  9000006)
+    ("random-single-floats"   5000006  5000007  5000006)
+    ("random-complex-doubles" 17000007 17000007 18000001)
+    ("ub8-vectors"            10004004 10005005 10004004)
+    ("double-vectors"         8004004  8005005  8004004)
+    ("double-matrices"        8000703  8000703  8000801)
+    ("specialized-arrays"     508823   508823   508835)
+    ("same-string"            nil      1000013  nil))
+  "Per data set, the smallest peer's exact output in bytes in modes none,
+refs and lists (NIL: not known), where the peers' table rounds it and the
+size is fixed by the data set's shape.")
 
 (defun peer-exact-bytes (dataset mode)
   "The smallest peer's exact output in bytes for DATASET and MODE, or NIL
 where only the rounded figure is known."
-  (third (find-if (lambda (row) (and (string= (first row) dataset)
-                                     (string= (second row) mode)))
-                  *peer-exact-bytes*)))
+  (let ((row (assoc dataset *peer-exact-bytes* :test #'string=))
+        (column (position mode '("none" "refs" "lists") :test #'string=)))
+    (and row column (nth column (rest row)))))
 
 (defstruct (peer (:type list))
   "One row of *PEER-FIGURES*."
