@@ -3,6 +3,7 @@
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
+#   make bench-memory         restores of the array sets against fresh memory
 #   make bench DATASETS="tiny-integers people" MODES="none refs"
 
 SBCL      ?= sbcl
@@ -11,7 +12,7 @@ SECONDS   ?= 60
 DATASETS  ?=
 MODES     ?=
 
-.PHONY: test bench fuzz deps bench-deps clean
+.PHONY: test bench bench-memory fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
 # when missing; as root directly, otherwise through sudo.
@@ -27,6 +28,9 @@ test: deps
 bench: bench-deps
 	$(SBCL_RUN) --load tools/load.lisp \
 	  --eval '(binstore-tools:run-bench :datasets "$(DATASETS)" :modes "$(MODES)")'
+
+bench-memory: deps
+	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'
 
 fuzz: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-fuzz $(SECONDS))'

@@ -90,4 +90,5 @@
   :pathname "bench"
   :components ((:file "datasets")
                (:file "peers" :depends-on ("datasets"))
-               (:file "bench" :depends-on ("datasets" "peers"))))
+               (:file "bench" :depends-on ("datasets" "peers"))
+               (:file "fresh-memory" :depends-on ("bench"))))

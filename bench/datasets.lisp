@@ -6,7 +6,7 @@
 
 (defpackage #:binstore-bench
   (:use #:common-lisp)
-  (:export #:main #:dataset-names #:generate-dataset #:mode-names))
+  (:export #:main #:fresh-memory-report #:dataset-names #:generate-dataset #:mode-names))
 
 (in-package #:binstore-bench)
 

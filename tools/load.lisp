@@ -9,7 +9,7 @@
 
 (defpackage #:binstore-tools
   (:use #:common-lisp)
-  (:export #:run-tests #:run-bench #:run-fuzz))
+  (:export #:run-tests #:run-bench #:run-memory-bench #:run-fuzz))
 
 (in-package #:binstore-tools)
 
@@ -34,6 +34,14 @@ means all), print the table and write bench/results/."
   (uiop:symbol-call :binstore-bench :main
                     :datasets (split-words datasets)
                     :modes (split-words modes))
+  (uiop:quit 0))
+
+(defun run-memory-bench ()
+  "Run bench/fresh-memory.lisp: restores of the specialized-array data sets
+against memcpy and fresh memory; print the table and write it to
+bench/results/fresh-memory.md."
+  (asdf:load-system "binstore/bench")
+  (uiop:symbol-call :binstore-bench :fresh-memory-report)
   (uiop:quit 0))
 
 (defun run-fuzz (seconds)
