@@ -4,6 +4,7 @@
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
 #   make bench-memory         restores of the array sets against fresh memory
+#   make readme-results       put the last make bench's table in README.md
 #   make bench DATASETS="tiny-integers people" MODES="none refs"
 
 SBCL      ?= sbcl
@@ -12,7 +13,7 @@ SECONDS   ?= 60
 DATASETS  ?=
 MODES     ?=
 
-.PHONY: test bench bench-memory fuzz deps bench-deps clean
+.PHONY: test bench bench-memory readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
 # when missing; as root directly, otherwise through sudo.
@@ -31,6 +32,9 @@ bench: bench-deps
 
 bench-memory: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'
+
+readme-results:
+	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:update-readme-results)'
 
 fuzz: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-fuzz $(SECONDS))'

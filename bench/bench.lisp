@@ -566,6 +566,36 @@ the peers' table's figure, rounded to 0.01 MB."
                     wrong)
             (length rows))))
 
+(defun write-summary (stream rows)
+  "The README's table of ROWS: one line per data set and mode, with the
+ratios to the best peer (a miss in bold) and to the printer and reader."
+  (markdown-header stream '("data set" "mode" "MB" "store ms" "store-into ms" "restore ms"
+                            "restore consed B/obj"
+                            "vs best peer: store / into / restore / bytes"
+                            "faster than print / read"))
+  (dolist (row rows)
+    (let ((baseline (row-baseline row)))
+      (flet ((ratio (check)
+               (destructuring-bind (what ratio ok) check
+                 (let ((text (cond ((null ratio) "-")
+                                   ((string= what "bytes") (format nil "~,4F" ratio))
+                                   (t (fmt-ratio ratio)))))
+                   (if ok text (format nil "**~A**" text)))))
+             (times (base ours)
+               (let ((factor (and baseline (not (baseline-note baseline)) (speedup base ours))))
+                 (if factor (format nil "~Ax" (fmt factor 2)) "-"))))
+        (markdown-row stream
+                      (list (row-dataset row) (row-mode row)
+                            (if (row-bytes row) (format nil "~,2F" (/ (row-bytes row) 1d6)) "-")
+                            (fmt (ms (row-store row))) (fmt (ms (row-into row)))
+                            (fmt (ms (row-restore row)))
+                            (fmt (and (row-consed row) (/ (row-consed row) (max 1 (row-objects row)))))
+                            (let ((checks (target-checks row)))
+                              (if checks (format nil "~{~A~^ / ~}" (mapcar #'ratio checks)) "-"))
+                            (format nil "~A / ~A"
+                                    (times (and baseline (baseline-print-s baseline)) (row-store row))
+                                    (times (and baseline (baseline-read-s baseline)) (row-restore row)))))))))
+
 (defun tsv-value (x)
   (cond ((null x) "")
         ((floatp x) (format nil "~,6F" x))
@@ -733,6 +763,9 @@ bench/results/latest.md, latest.tsv and throughput.png.  Returns the rows."
       (with-open-file (s (merge-pathnames "latest.md" directory)
                          :direction :output :if-exists :supersede :external-format :utf-8)
         (write-markdown s rows))
+      (with-open-file (s (merge-pathnames "summary.md" directory)
+                         :direction :output :if-exists :supersede :external-format :utf-8)
+        (write-summary s rows))
       (with-open-file (s (merge-pathnames "latest.tsv" directory)
                          :direction :output :if-exists :supersede :external-format :utf-8)
         (write-tsv s rows))

@@ -9,7 +9,7 @@
 
 (defpackage #:binstore-tools
   (:use #:common-lisp)
-  (:export #:run-tests #:run-bench #:run-memory-bench #:run-fuzz))
+  (:export #:run-tests #:run-bench #:run-memory-bench #:update-readme-results #:run-fuzz))
 
 (in-package #:binstore-tools)
 
@@ -43,6 +43,40 @@ bench/results/fresh-memory.md."
   (asdf:load-system "binstore/bench")
   (uiop:symbol-call :binstore-bench :fresh-memory-report)
   (uiop:quit 0))
+
+(defparameter *results-begin* "<!-- results: begin (make readme-results) -->"
+  "The line after which README.md holds the table of the latest run.")
+
+(defparameter *results-end* "<!-- results: end -->"
+  "The line before which that table ends.")
+
+(defun file-string (path)
+  (with-open-file (in path :external-format :utf-8)
+    (let* ((text (make-string (file-length in)))
+           (end (read-sequence text in)))
+      (subseq text 0 end))))
+
+(defun update-readme-results ()
+  "Put bench/results/summary.md, the table of the latest `make bench`, in
+README.md between *RESULTS-BEGIN* and *RESULTS-END*.  The new README is
+written beside the old one and renamed over it."
+  (let* ((readme (asdf:system-relative-pathname "binstore" "README.md"))
+         (summary (asdf:system-relative-pathname "binstore" "bench/results/summary.md"))
+         (text (file-string readme))
+         (begin (search *results-begin* text))
+         (end (search *results-end* text)))
+    (unless (and begin end (< begin end))
+      (error "README.md lacks the lines ~S and ~S around the results" *results-begin* *results-end*))
+    (let ((new (concatenate 'string
+                            (subseq text 0 (+ begin (length *results-begin*)))
+                            (string #\Newline) (file-string summary)
+                            (subseq text end)))
+          (temporary (make-pathname :type "md-new" :defaults readme)))
+      (with-open-file (out temporary :direction :output :if-exists :supersede
+                                     :external-format :utf-8)
+        (write-string new out))
+      (rename-file temporary readme)
+      (format t "~&README.md: results table from ~A~%" (namestring summary)))))
 
 (defun run-fuzz (seconds)
   "Run the mutation fuzzer for SECONDS; exit non-zero when it found failures."
