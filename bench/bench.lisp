@@ -184,12 +184,14 @@ in again), which any restore allocating BYTES pays whatever it does."
            (second type))
           (t 64))))
 
+(defun array-payload-bytes (array)
+  "Raw element bytes of ARRAY."
+  (ceiling (* (array-total-size array) (element-bits array)) 8))
+
 (defun payload-bytes (data)
   "Raw element bytes of the arrays making up a specialized-array data set."
   (let ((total 0))
-    (map nil (lambda (array)
-               (incf total (ceiling (* (array-total-size array) (element-bits array)) 8)))
-         data)
+    (map nil (lambda (array) (incf total (array-payload-bytes array))) data)
     total))
 
 ;;; Printer/reader baseline.

@@ -49,9 +49,7 @@ above every generation); the runtime's value is put back after."
 (defun fresh-copy-timer (data)
   "A timer making, for each array of DATA, a fresh octet vector of the
 array's payload size and filling it with REPLACE."
-  (let* ((sizes (map 'list (lambda (array)
-                             (ceiling (* (array-total-size array) (element-bits array)) 8))
-                     data))
+  (let* ((sizes (map 'list #'array-payload-bytes data))
          (source (make-array (reduce #'max sizes) :element-type '(unsigned-byte 8)
                                                   :initial-element 7)))
     (declare (type (simple-array (unsigned-byte 8) (*)) source))
@@ -109,7 +107,8 @@ bench/results/fresh-memory.md."
                               (progress "  ~A done~%" dataset))))
         (path (merge-pathnames "fresh-memory.md" (results-directory))))
     (ensure-directories-exist path)
-    (with-open-file (out path :direction :output :if-exists :supersede)
+    (with-open-file (out path :direction :output :if-exists :supersede
+                              :external-format :utf-8)
       (format out "# Restoring specialized arrays against fresh memory~%~%~
                    SBCL ~A.  Best of ~D runs, each after a full GC, in rounds; ~
                    % = payload bandwidth relative to memcpy's (see bench/fresh-memory.lisp).~%~%"
