@@ -28,7 +28,8 @@
                  (:file "runway" :depends-on ("prefault"))
                  (:file "utf8")
                  (:file "output" :depends-on ("copy" "staging"))
-                 (:file "input" :depends-on ("copy" "staging" "prefault"))))
+                 (:file "input" :depends-on ("copy" "staging" "prefault"))
+                 (:file "files")))
    (:module "state"
     :pathname "src/core"
     :depends-on ("io")

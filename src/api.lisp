@@ -97,42 +97,9 @@ the end."
       (when (region-p (obuf-sink ob))
         (give-back-region (obuf-sink ob))))))
 
-(defun file-mode-for (target)
-  "The permission bits for a file written at TARGET: those of the file it
-replaces, or #o644 masked by the umask for a new one."
-  (handler-case (logand #o7777 (sb-posix:stat-mode (sb-posix:stat target)))
-    (sb-posix:syscall-error () #o666)))
-
-(defun sync-directory (directory)
-  (let ((fd (sb-posix:open directory sb-posix:o-rdonly)))
-    (unwind-protect (sb-posix:fsync fd)
-      (sb-posix:close fd))))
-
 (defun store-into-file (place limit encode-fn)
-  "Write a new file next to PLACE, sync it, rename it over PLACE and sync the
-directory: a crash at any moment leaves the old file or the new one."
-  (let* ((path (merge-pathnames place))
-         (target (sb-ext:native-namestring (translate-logical-pathname path) :as-file t))
-         (directory (sb-ext:native-namestring
-                     (make-pathname :name nil :type nil :version nil
-                                    :defaults (translate-logical-pathname path))))
-         (temp (format nil "~a.~36r~36r.tmp" target (random (expt 36 6)) (sb-posix:getpid)))
-         (fd (sb-posix:open temp (logior sb-posix:o-wronly sb-posix:o-creat sb-posix:o-excl)
-                            (file-mode-for target)))
-         (done nil))
-    (unwind-protect
-         (progn
-           (call-with-fd-obuf fd limit encode-fn)
-           (sb-posix:fsync fd)
-           (sb-posix:close fd)
-           (setf fd nil)
-           (sb-posix:rename temp target)
-           (setf done t)
-           (sync-directory (if (string= directory "") "." directory))
-           path)
-      (unless done
-        (when fd (sb-posix:close fd))
-        (ignore-errors (sb-posix:unlink temp))))))
+  "Write the file PLACE through CALL-WITH-FILE-OUTPUT."
+  (call-with-file-output place (lambda (fd) (call-with-fd-obuf fd limit encode-fn))))
 
 ;;; Store ---------------------------------------------------------------------
 
@@ -240,14 +207,15 @@ to the new region and carries on there.  Keywords as for STORE."
 window of 64 KiB (8 MB of doubles from a file: 1.95 -> 1.4 ms).")
 
 (defun restore-from-file (place max-to-read max-depth intern-symbols)
-  "Open the file PLACE as OPEN does (same errors), and read its descriptor
-directly (see CALL-WITH-STREAM-IBUF), through a window as large as the
-file, up to +FILE-WINDOW-BYTES+."
-  (with-open-file (stream place :element-type '(unsigned-byte 8))
-    (call-with-stream-ibuf stream max-to-read
-                           (lambda (ib) (decode ib max-to-read max-depth intern-symbols))
-                           (sb-sys:fd-stream-fd stream)
-                           (max 4096 (min +file-window-bytes+ (file-length stream))))))
+  "Read the file PLACE's descriptor directly (see CALL-WITH-STREAM-IBUF),
+through a window as large as the file, up to +FILE-WINDOW-BYTES+."
+  (call-with-file-input
+   place
+   (lambda (fd size)
+     (call-with-stream-ibuf nil max-to-read
+                            (lambda (ib) (decode ib max-to-read max-depth intern-symbols))
+                            fd
+                            (max 4096 (min +file-window-bytes+ size))))))
 
 (defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
                            (intern-symbols *intern-symbols*))

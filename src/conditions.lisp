@@ -4,15 +4,20 @@
 ;;;;     store-error
 ;;;;       unstorable-object        an object of a kind that cannot be stored
 ;;;;       out-of-space             a fixed-size destination is full
-;;;;     limit-exceeded             max-to-read / max-to-write / max-depth / stack
+;;;;       store-limit-exceeded     max-to-write / max-depth while storing
 ;;;;     restore-error              (carries the byte offset)
 ;;;;       invalid-input            malformed bytes
 ;;;;         truncated-input        the bytes end inside an object
 ;;;;         unsupported-version    a header names a format version we do not read
+;;;;         not-binstore-data      the bytes do not begin with binstore's header
+;;;;       end-of-data              no record left where one was asked for
+;;;;       restore-limit-exceeded   max-to-read / max-depth / nesting while restoring
 ;;;;       missing-package          restarts: create-package, use-other-package, make-uninterned
 ;;;;       missing-symbol           restarts: intern-anyway, make-uninterned
 ;;;;       missing-class            restarts: use-other-class
 ;;;;       missing-slot             restarts: discard-slot, use-other-slot
+;;;;     limit-exceeded             superclass of the two *-limit-exceeded
+;;;;     binstore-file-error        also a FILE-ERROR: a file could not be used
 
 (in-package #:binstore)
 
@@ -53,17 +58,6 @@ takes a new sap and size and carries on.")
              (format s "binstore: out of space: ~a (need at least ~d bytes)"
                      (binstore-error-message c) (out-of-space-needed c)))))
 
-(define-condition limit-exceeded (binstore-error)
-  ((limit :initarg :limit :reader limit-exceeded-limit)
-   (value :initarg :value :reader limit-exceeded-value)
-   (offset :initarg :offset :initform nil :reader limit-exceeded-offset))
-  (:documentation "A configured limit was reached: LIMIT names it (:max-to-read,
-:max-to-write, :max-depth or :control-stack) and VALUE is the limit in force.")
-  (:report (lambda (c s)
-             (format s "binstore: limit ~s (~a) exceeded~@[ at byte ~d~]: ~a"
-                     (limit-exceeded-limit c) (limit-exceeded-value c)
-                     (limit-exceeded-offset c) (binstore-error-message c)))))
-
 (define-condition restore-error (binstore-error)
   ((offset :initarg :offset :initform nil :reader restore-error-offset))
   (:documentation "A problem found while restoring; OFFSET is the byte offset
@@ -71,6 +65,39 @@ in the input where it was found.")
   (:report (lambda (c s)
              (format s "binstore: ~a~@[ (at byte ~d)~]"
                      (binstore-error-message c) (restore-error-offset c)))))
+
+(defun limit-variable (limit)
+  "The special variable that sets LIMIT (a keyword), or NIL."
+  (case limit
+    (:max-to-read '*max-to-read*)
+    (:max-to-write '*max-to-write*)
+    (:max-depth '*max-depth*)))
+
+(define-condition limit-exceeded (binstore-error)
+  ((limit :initarg :limit :reader limit-exceeded-limit)
+   (value :initarg :value :reader limit-exceeded-value)
+   (offset :initarg :offset :initform nil :reader limit-exceeded-offset))
+  (:documentation "A limit was reached.  LIMIT names it (:max-to-read,
+:max-to-write, :max-depth, or :nesting for input nested deeper than any
+writer nests it) and VALUE is the limit in force.  Signalled as
+STORE-LIMIT-EXCEEDED or RESTORE-LIMIT-EXCEEDED; the message names the
+keyword and the special variable that lift the limit.")
+  (:report (lambda (c s)
+             (let ((limit (limit-exceeded-limit c)))
+               (format s "binstore: ~a~@[ at byte ~d~]; ~:[limit ~(~s~) is ~a~;~
+                          limit ~(~s~) is ~a: pass a larger ~(~s~) (or NIL for none), ~
+                          or bind ~(~s~)~]"
+                       (binstore-error-message c) (limit-exceeded-offset c)
+                       (limit-variable limit)
+                       limit (limit-exceeded-value c)
+                       limit (limit-variable limit))))))
+
+(define-condition store-limit-exceeded (limit-exceeded store-error) ()
+  (:documentation "A limit reached while storing (:max-to-write, :max-depth)."))
+
+(define-condition restore-limit-exceeded (limit-exceeded restore-error) ()
+  (:documentation "A limit reached while restoring (:max-to-read, :max-depth,
+:nesting).  Its offset is the byte offset in the input."))
 
 (define-condition invalid-input (restore-error)
   ((expected :initarg :expected :initform nil :reader invalid-input-expected))
@@ -88,6 +115,30 @@ the decoder expected to find at OFFSET.")
   ((version :initarg :version :reader unsupported-version-version))
   (:documentation "The input's header names a format version this binstore
 does not read."))
+
+(define-condition not-binstore-data (invalid-input) ()
+  (:documentation "The input does not begin with binstore's header: it is
+not binstore data (a text file, another program's file, a truncated
+header), or it was stored with :OUTPUT-MAGIC-NUMBER NIL and must be
+restored with :REQUIRE-HEADER NIL."))
+
+(define-condition end-of-data (restore-error) ()
+  (:documentation "RESTORE was asked for a record where the input has none
+left: it is empty, or every record in it was read.  Distinct from
+TRUNCATED-INPUT, which means a record began and did not end.  RESTORE
+returns its :EOF-VALUE instead when :EOF-ERROR-P is NIL.")
+  (:report (lambda (c s)
+             (format s "binstore: no data left to restore~@[ (at byte ~d)~]"
+                     (restore-error-offset c)))))
+
+(define-condition binstore-file-error (binstore-error file-error) ()
+  (:documentation "A file named as a place could not be used: it does not
+exist, it is a directory, its directory does not exist, the system refused
+to open, write, sync or rename it.  FILE-ERROR-PATHNAME names the file;
+the message says what failed and why.")
+  (:report (lambda (c s)
+             (format s "binstore: ~a: ~a"
+                     (brief (file-error-pathname c)) (binstore-error-message c)))))
 
 (define-condition missing-package (restore-error)
   ((name :initarg :name :reader missing-package-name))
@@ -169,7 +220,7 @@ bytes, and storing carries on there."
         (unstorable-object-object "The object that could not be stored.")
         (unstorable-object-path "Steps from the stored root to the unstorable object.")
         (out-of-space-needed "Bytes known to be needed when the destination filled up.")
-        (limit-exceeded-limit "Which limit was reached: :max-to-read, :max-to-write, :max-depth or :control-stack.")
+        (limit-exceeded-limit "Which limit was reached: :max-to-read, :max-to-write, :max-depth or :nesting.")
         (limit-exceeded-value "The value of the limit that was reached.")
         (limit-exceeded-offset "Byte offset in the input, for limits reached while restoring.")
         (restore-error-offset "Byte offset in the input where the problem was found.")

@@ -370,7 +370,7 @@ maps where they land."
     (when left
       (if (<= bytes left)
           (setf (rs-alloc-left rs) (- left bytes))
-          (error 'limit-exceeded :limit :max-to-read :value left
+          (error 'restore-limit-exceeded :limit :max-to-read :value left
                                  :offset (ibuf-offset (rs-ibuf rs))
                                  :message "restoring would allocate more memory than max-to-read allows"))))
   (when (< bytes sb-vm:large-object-size)
@@ -381,10 +381,10 @@ maps where they land."
   (declare (type restore-state rs))
   (let ((max (rs-max-depth rs)))
     (if (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
-        (error 'limit-exceeded :limit :max-depth :value max
+        (error 'restore-limit-exceeded :limit :max-depth :value max
                                :offset (ibuf-offset (rs-ibuf rs))
                                :message "the data nests deeper than max-depth")
-        (error 'limit-exceeded :limit :control-stack :value +max-physical-depth+
+        (error 'restore-limit-exceeded :limit :nesting :value +max-physical-depth+
                                :offset (ibuf-offset (rs-ibuf rs))
                                :message "the input nests deeper than the control stack allows (binstore itself never writes more than +max-physical-depth+ levels)"))))
 

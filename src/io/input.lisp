@@ -41,7 +41,7 @@
     (when fn (funcall fn ib n))
     (when (> (+ (ibuf-pos ib) n) (ibuf-end ib))
       (if (ibuf-cut-by-limit ib)
-          (error 'limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
+          (error 'restore-limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
                                  :offset (ibuf-offset ib)
                                  :message "the input is longer than max-to-read allows")
           (error 'truncated-input :offset (ibuf-offset ib)
@@ -191,7 +191,7 @@ not possibly be backed by input before anything is allocated for them."
   (declare (type (unsigned-byte 64) count) (type (rational 0) min-bytes-each))
   (when (> (* count min-bytes-each) (bytes-left-bound ib))
     (if (or (ibuf-cut-by-limit ib) (and (ibuf-refill-fn ib) (ibuf-limit ib)))
-        (error 'limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
+        (error 'restore-limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
                                :offset (ibuf-offset ib)
                                :message (format nil "~a of ~d would need more input than allowed"
                                                 what count))

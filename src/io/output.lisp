@@ -57,7 +57,7 @@ CLIP-WINDOW sets, for a constructor."
   (declare (type obuf ob) (type index n))
   (let ((limit (obuf-limit ob)))
     (when (and limit (> (+ (obuf-total ob) n) limit))
-      (error 'limit-exceeded :limit :max-to-write :value limit
+      (error 'store-limit-exceeded :limit :max-to-write :value limit
                              :message (format nil "storing needs more than ~d bytes" limit))))
   (when (> (+ (obuf-pos ob) n) (obuf-capacity ob))
     (funcall (obuf-room-fn ob) ob n))
