@@ -735,6 +735,7 @@ all: see DATASET-NAMES and MODE-NAMES), print a markdown table and write
 bench/results/latest.md, latest.tsv and throughput.png.  Returns the rows."
   (let* ((datasets (select-names datasets (dataset-names) "data set"))
          (modes (select-names modes (mode-names) "mode"))
+         (binstore:*require-header* nil)   ; the modes store no header (see *MODES*)
          (*baseline-spent* 0)
          (start (now))
          (rows '()))

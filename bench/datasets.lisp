@@ -217,10 +217,16 @@ specialized arrays (payload bandwidth is reported against memcpy), :modes for a
 set that only makes sense in some modes.")
 
 (defparameter *modes*
-  '(("none" :track-references nil :support-shared-list-structures nil)
-    ("refs" :track-references t :support-shared-list-structures nil)
-    ("lists" :track-references t :support-shared-list-structures t))
-  "Mode name and the keyword arguments it passes to BINSTORE:STORE.")
+  '(("none" :track-references nil :support-shared-list-structures nil
+     :output-magic-number nil)
+    ("refs" :track-references t :support-shared-list-structures nil
+     :output-magic-number nil)
+    ("lists" :track-references t :support-shared-list-structures t
+     :output-magic-number nil))
+  "Mode name and the keyword arguments it passes to BINSTORE:STORE.  No
+header: the peers write none, and the bytes compared are the data's (the
+header is 5 bytes more; restores are run with *REQUIRE-HEADER* NIL).
+\"lists\" is what STORE does by default.")
 
 (defun dataset-names ()
   "Names of the standard data sets, in benchmark order."

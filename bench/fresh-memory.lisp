@@ -62,8 +62,9 @@ array's payload size and filling it with REPLACE."
   "Time DATASET's references and restores in rounds; return a plist of the
 best seconds of each, the payload and the output's size."
   (let* ((data (generate-dataset dataset))
-         (vec (binstore:store nil data))
-         (restore (lambda () (binstore:restore vec)))
+         (vec (binstore:store nil data :output-magic-number nil
+                                       :support-shared-list-structures nil))
+         (restore (lambda () (binstore:restore vec :require-header nil)))
          (keep (small-generation-limit-sap))
          (memcpy (memcpy-timer (length vec)))
          (copy (fresh-copy-timer data))

@@ -261,13 +261,14 @@ adjustable and displaced arrays."
         (setf x table)))))
 
 (defparameter *plain-options*
-  '(() (:track-references nil)
-    (:output-magic-number t :output-end-marker t)
-    (:support-shared-list-structures t :output-magic-number t))
+  '(() (:track-references nil :output-magic-number nil)
+    (:support-shared-list-structures nil :output-end-marker t)
+    (:support-shared-list-structures nil :output-magic-number nil))
   "Option sets for data without cycles.")
 
 (defparameter *cyclic-options*
-  '(() (:output-end-marker t) (:support-shared-list-structures t))
+  '(() (:output-end-marker t :output-magic-number nil)
+    (:support-shared-list-structures nil :output-magic-number nil))
   "Option sets for data with cycles through non-conses (references needed).")
 
 (defun corpus-items ()
@@ -598,7 +599,9 @@ package is a :FAILURE too (the new package is deleted again), and so is an
 INVALID-INPUT that does not give an offset inside the input and a
 description of what was expected."
   (let ((packages (list-all-packages))
-        (keys (list :max-to-read max-to-read :intern-symbols intern-symbols)))
+        ;; headerless inputs too: mutations past the header are the point
+        (keys (list :max-to-read max-to-read :intern-symbols intern-symbols
+                    :require-header nil)))
     (multiple-value-bind (outcome condition)
         (handler-case
             (progn

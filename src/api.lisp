@@ -1,10 +1,20 @@
-;;;; The public entry points: STORE, RESTORE, STORE-TO-SAP, RESTORE-FROM-SAP.
-;;;; Each picks the sink or source for its place and runs the encoder or the
-;;;; decoder over it.
+;;;; The public entry points: STORE, RESTORE, STORE-TO-SAP, RESTORE-FROM-SAP,
+;;;; MAP-STORED-OBJECTS and DO-STORED-OBJECTS.  Each picks the sink or source
+;;;; for its place and runs the encoder or the decoder over it.
 
 (in-package #:binstore)
 
 ;;; Encoding to any output buffer -------------------------------------------
+
+(defun check-separate-objects (data)
+  "DATA, stored with AS-SEPARATE-OBJECTS, must be a proper list; return its
+length."
+  (let ((n (and (listp data)
+                (handler-case (list-length data) (type-error () nil)))))
+    (or n
+        (error 'store-error
+               :message (format nil "with :as-separate-objects t the data must be a proper ~
+                                     list of the objects to store, not ~a" (brief data))))))
 
 (defun encode (ob data &key (track-references *track-references*)
                             (support-shared-list-structures *support-shared-list-structures*)
@@ -14,11 +24,12 @@
                             (max-depth *max-depth*)
                             (store-class-slots *store-class-slots*)
                             max-to-write)
-  "Write DATA (or, with AS-SEPARATE-OBJECTS, each element of the list DATA)
-to OB.  Takes every keyword argument of STORE, to be applied to them as
-they are; MAX-TO-WRITE is OB's business."
+  "Write one record to OB: DATA (or, with AS-SEPARATE-OBJECTS, each element
+of the list DATA).  Takes every keyword argument of STORE, to be applied to
+them as they are; MAX-TO-WRITE is OB's business."
   (declare (ignore max-to-write))
-  (let ((ss (make-store-state ob :track track-references
+  (let ((count (if as-separate-objects (check-separate-objects data) 1))
+        (ss (make-store-state ob :track track-references
                                  :lists support-shared-list-structures
                                  :max-depth max-depth
                                  :store-class-slots store-class-slots
@@ -28,24 +39,63 @@ they are; MAX-TO-WRITE is OB's business."
       (write-u8 ob +tag-header+)
       (loop for octet across +header-octets+ do (write-u8 ob octet))
       (write-varint ob +format-version+))
-    ;; Without a tracking tag a stream tracks objects but not conses: the
-    ;; default costs no byte, the others one.
+    ;; Without a tracking tag a record tracks objects but not conses.
     (cond ((not track-references) (write-u8 ob +tag-no-tracking+))
           (support-shared-list-structures (write-u8 ob +tag-full-tracking+)))
-    (if as-separate-objects
-        (dolist (object data)
-          (write-top-level-object ss object))
-        (write-top-level-object ss data))
+    (handler-bind ((circular-list
+                     (lambda (c)
+                       (unless (circular-list-path c)
+                         (setf (circular-list-path c) (path-to ss (circular-list-list c)))))))
+      (cond ((not as-separate-objects) (write-top-level-object ss data))
+            (t
+             (unless (= count 1)
+               (write-u8 ob +tag-objects+)
+               (write-varint ob count))
+             (dolist (object data)
+               (write-top-level-object ss object)))))
     (when output-end-marker
       (write-u8 ob +tag-end+))
     (finish-store-state ss)
     ob))
 
+(defun keeps-every-identity-p (options)
+  "True when the store OPTIONS (a STORE keyword list) keep the identity of
+every object, conses included, so the output cannot outgrow the data."
+  (and (getf options :track-references *track-references*)
+       (getf options :support-shared-list-structures *support-shared-list-structures*)))
+
+(defun runaway-bound ()
+  "The most a store without MAX-TO-WRITE may write when it does not keep
+every identity: twice the heap in use, and 64 MiB.  Data without sharing
+never writes that much (every object is written once, in at most about as
+many bytes as it takes in memory), so reaching it means shared structure
+written again and again."
+  (+ (* 2 (sb-kernel:dynamic-usage)) (* 64 1024 1024)))
+
+(defun call-with-write-limit (max-to-write options fn)
+  "Call FN with the limit a store with OPTIONS writes under: MAX-TO-WRITE,
+or, when that is NIL and the options do not keep every identity, the
+RUNAWAY-BOUND, whose excess is reported as such."
+  (if (or max-to-write (keeps-every-identity-p options))
+      (funcall fn max-to-write)
+      (let ((bound (runaway-bound)))
+        (handler-bind ((store-limit-exceeded
+                         (lambda (c)
+                           (when (eql (limit-exceeded-value c) bound)
+                             (error 'store-limit-exceeded
+                                    :limit :max-to-write :value bound
+                                    :message (format nil "the output passed twice the memory ~
+                                                          in use, which only shared structure ~
+                                                          written again and again does: store ~
+                                                          with :track-references t and ~
+                                                          :support-shared-list-structures t ~
+                                                          (the defaults)"))))))
+          (funcall fn bound)))))
+
 ;;; Places ------------------------------------------------------------------
 
-(defun octet-vector-with-fill-pointer-p (x)
-  (and (typep x '(vector (unsigned-byte 8)))
-       (array-has-fill-pointer-p x)))
+(defun octet-vector-p (x)
+  (typep x '(vector (unsigned-byte 8))))
 
 (declaim (inline make-vector-sink))    ; kept on the stack by STORE-INTO-VECTOR
 (defstruct (vector-sink (:constructor make-vector-sink (vector)))
@@ -65,8 +115,25 @@ the end."
         (setf (vector-sink-direct sink)
               (switch-to-region ob (take-region (* 2 (+ n (held-bytes ob)))))))))
 
+(defmacro with-octet-vector-address ((address vector) &body body)
+  "Run BODY with ADDRESS bound to the address of VECTOR's first element
+\(an octet vector, simple or not), the data pinned."
+  (let ((data (gensym "DATA")) (start (gensym "START")) (end (gensym "END")))
+    `(sb-kernel:with-array-data ((,data ,vector) (,start 0) (,end))
+       (declare (ignore ,end))
+       (sb-sys:with-pinned-objects (,data)
+         (let ((,address (+ (sb-sys:sap-int (sb-sys:vector-sap ,data)) ,start)))
+           ,@body)))))
+
+(defun grown-size (vector needed)
+  "The size to adjust VECTOR to when it must hold NEEDED bytes: at least
+half as large again as it is, so that appending record after record costs
+time in proportion to the bytes, not to their square."
+  (max needed (+ (array-total-size vector) (ash (array-total-size vector) -1)) 64))
+
 (defun store-into-vector (vector limit encode-fn)
-  "Append to VECTOR, an octet vector with a fill pointer, writing in place."
+  "Append to VECTOR, an octet vector with a fill pointer, writing in place;
+return VECTOR."
   (let* ((start (fill-pointer vector))
          (capacity (- (array-total-size vector) start))
          (sink (make-vector-sink vector))
@@ -76,30 +143,51 @@ the end."
     (declare (dynamic-extent sink ob))  ; see store-state.lisp
     (unwind-protect
          (progn
-           (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
-             (declare (ignore data-end))
-             (sb-sys:with-pinned-objects (data)
-               (setf (obuf-base ob) (+ (sb-sys:sap-int (sb-sys:vector-sap data)) data-start start))
-               (funcall encode-fn ob)))
+           (with-octet-vector-address (address vector)
+             (setf (obuf-base ob) (+ address start))
+             (funcall encode-fn ob))
            (let ((total (obuf-total ob))
                  (direct (vector-sink-direct sink)))
              (when direct
                ;; spilled: grow once, then copy the region after the direct part
-               (setf vector (adjust-array vector (+ start total)))
-               (sb-kernel:with-array-data ((data vector) (data-start 0) (data-end))
-                 (declare (ignore data-end))
-                 (sb-sys:with-pinned-objects (data)
-                   (copy-memory (obuf-sap ob)
-                                (sb-sys:sap+ (sb-sys:vector-sap data) (+ data-start start direct))
-                                (obuf-pos ob)))))
+               (setf vector (adjust-array vector (grown-size vector (+ start total))))
+               (with-octet-vector-address (address vector)
+                 (copy-memory (obuf-sap ob) (sb-sys:int-sap (+ address start direct))
+                              (obuf-pos ob))))
              (setf (fill-pointer vector) (+ start total))
              vector))
       (when (region-p (obuf-sink ob))
         (give-back-region (obuf-sink ob))))))
 
+(defun store-into-fixed-vector (vector limit encode-fn)
+  "Write into VECTOR, an octet vector without a fill pointer, from its
+first element; return the number of bytes written.  OUT-OF-SPACE when it
+is too small."
+  (with-octet-vector-address (address vector)
+    (let ((ob (make-fixed-obuf address (length vector) limit :kind :vector)))
+      (declare (dynamic-extent ob))     ; see store-state.lisp
+      (funcall encode-fn ob)
+      (obuf-total ob))))
+
 (defun store-into-file (place limit encode-fn)
-  "Write the file PLACE through CALL-WITH-FILE-OUTPUT."
+  "Write the file PLACE through CALL-WITH-FILE-OUTPUT; return its pathname."
   (call-with-file-output place (lambda (fd) (call-with-fd-obuf fd limit encode-fn))))
+
+(defun character-stream-p (stream)
+  "True for a stream of characters only, which binary data cannot go
+through (SBCL's bivalent streams take octets too)."
+  (let ((type (stream-element-type stream)))
+    (and (not (equal type '(unsigned-byte 8)))  ; the usual case, without SUBTYPEP
+         (subtypep type 'character)
+         (not (and (typep stream 'sb-sys:fd-stream)
+                   (sb-impl::fd-stream-bivalent-p stream))))))
+
+(defun check-binary-stream (stream direction)
+  (when (character-stream-p stream)
+    (error (if (eq direction :output) 'store-error 'restore-error)
+           :message (format nil "~a is a character stream; binstore ~:[reads from~;writes to~] ~
+                                 streams of (unsigned-byte 8)"
+                            (brief stream) (eq direction :output)))))
 
 ;;; Store ---------------------------------------------------------------------
 
@@ -112,20 +200,33 @@ the end."
                               (max-to-write *max-to-write*)
                               (max-depth *max-depth*)
                               (store-class-slots *store-class-slots*))
-  "Store DATA in PLACE and return the place (for NIL, the new vector).
+  "Store DATA in PLACE as one record, which one RESTORE reads back.
 
-PLACE is NIL (a fresh (simple-array (unsigned-byte 8) (*)) is returned), an
-octet vector with a fill pointer (bytes are appended in place; the vector
-grows when they do not fit, and OUT-OF-SPACE is signalled only where it
-cannot), a string or pathname
-naming a file (replaced atomically: a temporary file in the same directory is
-written, synced and renamed), or a binary output stream.
+PLACE is
+- NIL: a fresh (simple-array (unsigned-byte 8) (*)) is returned;
+- an octet vector with a fill pointer: the record is appended at the fill
+  pointer and the vector is returned.  When it does not fit, the vector
+  grows (geometrically); OUT-OF-SPACE where it cannot;
+- an octet vector without a fill pointer: the record is written from its
+  first element and the number of bytes written is returned; OUT-OF-SPACE
+  when it is too small;
+- a string or pathname naming a file: replaced atomically (a temporary file
+  in the same directory is written, synced and renamed over it); a symbolic
+  link is followed, a FIFO or character device is written through.  Returns
+  the pathname.  BINSTORE-FILE-ERROR when the file cannot be written;
+- a binary output stream: the record is written at its position and the
+  stream is returned.
 
-With AS-SEPARATE-OBJECTS, DATA is a list whose elements are stored one after
-the other; RESTORE returns them as multiple values.  The other keywords
-override the special variables of the same names (see their documentation):
-TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES, OUTPUT-MAGIC-NUMBER,
-OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
+With AS-SEPARATE-OBJECTS, DATA is a proper list whose elements are stored
+one after the other in the record (sharing identity); RESTORE returns them
+as multiple values, MAP-STORED-OBJECTS one by one.  The other keywords
+override the special variables of the same names, whose documentation
+says what each does: TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES,
+OUTPUT-MAGIC-NUMBER, OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH,
+STORE-CLASS-SLOTS.
+
+Signals UNSTORABLE-OBJECT (with the path to the object), CIRCULAR-LIST,
+STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR or STORE-ERROR."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots))
   (declare (dynamic-extent options))
@@ -134,23 +235,29 @@ OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
   (flet ((encode-to (ob)
            (apply #'encode ob data options)))
     (declare (dynamic-extent #'encode-to))
-    (cond ((null place)
-           (flet ((encode-to-vector (ob)
-                    (encode-to ob)
-                    (region-to-vector ob)))
-             (declare (dynamic-extent #'encode-to-vector))
-             (call-with-region-obuf max-to-write #'encode-to-vector)))
-          ((octet-vector-with-fill-pointer-p place)
-           (store-into-vector place max-to-write #'encode-to))
-          ((or (stringp place) (pathnamep place))
-           (store-into-file place max-to-write #'encode-to))
-          ((and (streamp place) (output-stream-p place))
-           (call-with-stream-obuf place max-to-write #'encode-to)
-           place)
-          (t (error 'store-error
-                    :message (format nil "cannot store to ~s: expected NIL, an octet vector ~
-                                          with a fill pointer, a file name or an output stream"
-                                     place))))))
+    (flet ((store-under (limit)
+             (cond ((null place)
+                    (flet ((encode-to-vector (ob)
+                             (encode-to ob)
+                             (region-to-vector ob)))
+                      (declare (dynamic-extent #'encode-to-vector))
+                      (call-with-region-obuf limit #'encode-to-vector)))
+                   ((and (octet-vector-p place) (array-has-fill-pointer-p place))
+                    (store-into-vector place limit #'encode-to))
+                   ((octet-vector-p place)
+                    (store-into-fixed-vector place limit #'encode-to))
+                   ((or (stringp place) (pathnamep place))
+                    (store-into-file place limit #'encode-to))
+                   ((and (streamp place) (output-stream-p place))
+                    (check-binary-stream place :output)
+                    (call-with-stream-obuf place limit #'encode-to)
+                    place)
+                   (t (error 'store-error
+                             :message (format nil "cannot store to ~a: expected NIL, an octet ~
+                                                   vector, a file name or a binary output stream"
+                                              (brief place)))))))
+      (declare (dynamic-extent #'store-under))
+      (call-with-write-limit max-to-write options #'store-under))))
 
 (defun store-to-sap (sap size data &rest options
                                    &key (track-references *track-references*)
@@ -162,89 +269,188 @@ OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH, STORE-CLASS-SLOTS."
                                         (max-to-write *max-to-write*)
                                         (max-depth *max-depth*)
                                         (store-class-slots *store-class-slots*))
-  "Store DATA in the SIZE bytes of raw memory at SAP; return the number of
-bytes written.  When they do not suffice, OUT-OF-SPACE is signalled with the
-restart USE-LARGER-SPACE (new-sap new-size), which copies what was written
-to the new region and carries on there.  Keywords as for STORE."
+  "Store DATA as one record in the SIZE bytes of raw memory at SAP; return
+the number of bytes written.  When they do not suffice, OUT-OF-SPACE is
+signalled with the restart USE-LARGER-SPACE (new-sap new-size), which
+copies what was written to the new region and carries on there.  Keywords
+and other conditions as for STORE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots))
   (declare (dynamic-extent options))
-  (let ((ob (make-fixed-obuf (sb-sys:sap-int sap) size max-to-write :kind :sap)))
-    (declare (dynamic-extent ob))       ; see store-state.lisp
-    (apply #'encode ob data options)
-    (obuf-total ob)))
+  (flet ((store-under (limit)
+           (let ((ob (make-fixed-obuf (sb-sys:sap-int sap) size limit :kind :sap)))
+             (declare (dynamic-extent ob)) ; see store-state.lisp
+             (apply #'encode ob data options)
+             (obuf-total ob))))
+    (declare (dynamic-extent #'store-under))
+    (call-with-write-limit max-to-write options #'store-under)))
 
 ;;; Restore -------------------------------------------------------------------
 
-(defun decode (ib max-to-read max-depth intern-symbols)
+(defconstant +max-values+ (min multiple-values-limit 1024)
+  "The most objects RESTORE returns as values: a record holding more is read
+with MAP-STORED-OBJECTS.  Values live on the control stack.")
+
+(defun decode-record (ib fn max-to-read max-depth intern-symbols require-header max-count)
+  "Read the record at IB's position (one follows), calling FN with each of
+its top-level objects; return their number."
   (let ((rs (make-restore-state ib :max-depth max-depth
                                    :intern-symbols intern-symbols
                                    :max-alloc max-to-read)))
     (declare (dynamic-extent rs))       ; see restore-state.lisp
-    (multiple-value-bind (first others) (read-top-level rs)
-      (finish-restore-state rs)
-      (if others
-          (values-list (cons first others))
-          first))))
+    (prog1 (read-record rs fn :require-header require-header :max-count max-count)
+      (finish-restore-state rs))))
 
-(defun restore-from-memory (address size max-to-read max-depth intern-symbols)
-  "DECODE the SIZE bytes at ADDRESS (pinned by the caller)."
-  (let ((ib (make-fixed-ibuf address size max-to-read)))
+(defun restore-record (ib max-to-read max-depth intern-symbols require-header
+                       eof-error-p eof-value)
+  "RESTORE's work on any source: the values of the record at IB's position,
+or EOF-VALUE (or END-OF-DATA) when there is none."
+  (if (not (skip-to-record ib))
+      (if eof-error-p
+          (error 'end-of-data :offset (ibuf-offset ib)
+                              :message "no data left to restore")
+          eof-value)
+      (let ((first nil) (others '()) (count 0))
+        (declare (type index count))
+        (flet ((collect (object)
+                 (if (zerop count)
+                     (setf first object)
+                     (push object others))
+                 (incf count)))
+          (declare (dynamic-extent #'collect))
+          (decode-record ib #'collect max-to-read max-depth intern-symbols require-header
+                         +max-values+))
+        (case count
+          (1 first)
+          (0 (values))
+          (t (values-list (cons first (nreverse others))))))))
+
+(defun call-with-memory-ibuf (address size limit fn)
+  "Call FN with an IBUF over the SIZE bytes at ADDRESS (pinned by the caller)."
+  (let ((ib (make-fixed-ibuf address size limit)))
     (declare (dynamic-extent ib))       ; see restore-state.lisp
-    (decode ib max-to-read max-depth intern-symbols)))
-
-(defun restore-from-stream (stream max-to-read max-depth intern-symbols)
-  (call-with-stream-ibuf
-   stream max-to-read
-   (lambda (ib)
-     (multiple-value-prog1 (decode ib max-to-read max-depth intern-symbols)
-       ;; a file stream was read ahead: put back what the data did not use
-       (when (and (typep stream 'file-stream) (plusp (available ib)))
-         (file-position stream (- (file-position stream) (available ib))))))))
+    (funcall fn ib)))
 
 (defconstant +file-window-bytes+ (* 1024 1024)
   "The largest window a file is read through: fewer reads than a stream's
 window of 64 KiB (8 MB of doubles from a file: 1.95 -> 1.4 ms).")
 
-(defun restore-from-file (place max-to-read max-depth intern-symbols)
-  "Read the file PLACE's descriptor directly (see CALL-WITH-STREAM-IBUF),
-through a window as large as the file, up to +FILE-WINDOW-BYTES+."
+(defun call-with-file-ibuf (place limit fn)
+  "Call FN with an IBUF reading the file PLACE's descriptor directly (see
+CALL-WITH-STREAM-IBUF), through a window as large as the file, up to
++FILE-WINDOW-BYTES+."
   (call-with-file-input
    place
    (lambda (fd size)
-     (call-with-stream-ibuf nil max-to-read
-                            (lambda (ib) (decode ib max-to-read max-depth intern-symbols))
-                            fd
-                            (max 4096 (min +file-window-bytes+ size))))))
+     (call-with-stream-ibuf nil limit fn fd (max 4096 (min +file-window-bytes+ size))))))
 
-(defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
-                           (intern-symbols *intern-symbols*))
-  "Restore the object(s) stored in PLACE: an octet vector (up to its fill
-pointer), a string or pathname naming a file, or a binary input stream.
-Returns the stored object, or one value per object when several were stored
-\(AS-SEPARATE-OBJECTS).  Reading stops at the end of the input or at an end
-marker.  The keywords override *MAX-TO-READ*, *MAX-DEPTH* and
-*INTERN-SYMBOLS*.  Malformed input signals INVALID-INPUT; limits signal
-LIMIT-EXCEEDED."
+(defun call-with-input-stream-ibuf (stream limit fn)
+  "Call FN with an IBUF reading STREAM.  What was read ahead of the data
+FN used is put back where the stream can seek."
+  (check-binary-stream stream :input)
+  (flet ((call-and-put-back (ib)
+           (multiple-value-prog1 (funcall fn ib)
+             (when (plusp (available ib))
+               (file-position stream (- (file-position stream) (available ib)))))))
+    (declare (dynamic-extent #'call-and-put-back))
+    (call-with-stream-ibuf stream limit #'call-and-put-back)))
+
+(defun call-with-place-ibuf (place limit fn)
+  "Call FN with an IBUF reading PLACE, any place RESTORE takes."
   (cond ((typep place '(simple-array (unsigned-byte 8) (*)))
          (sb-sys:with-pinned-objects (place)
-           (restore-from-memory (sb-sys:sap-int (sb-sys:vector-sap place)) (length place)
-                                max-to-read max-depth intern-symbols)))
-        ((typep place '(vector (unsigned-byte 8)))
-         (sb-kernel:with-array-data ((data place) (start 0) (end (length place)))
-           (sb-sys:with-pinned-objects (data)
-             (restore-from-memory (+ (sb-sys:sap-int (sb-sys:vector-sap data)) start)
-                                  (- end start) max-to-read max-depth intern-symbols))))
+           (call-with-memory-ibuf (sb-sys:sap-int (sb-sys:vector-sap place)) (length place)
+                                  limit fn)))
+        ((octet-vector-p place)
+         (with-octet-vector-address (address place)
+           (call-with-memory-ibuf address (length place) limit fn)))
         ((or (stringp place) (pathnamep place))
-         (restore-from-file place max-to-read max-depth intern-symbols))
+         (call-with-file-ibuf place limit fn))
         ((and (streamp place) (input-stream-p place))
-         (restore-from-stream place max-to-read max-depth intern-symbols))
+         (call-with-input-stream-ibuf place limit fn))
         (t (error 'restore-error
-                  :message (format nil "cannot restore from ~s: expected an octet vector, ~
-                                        a file name or an input stream" place)))))
+                  :message (format nil "cannot restore from ~a: expected an octet vector, ~
+                                        a file name or a binary input stream" (brief place))))))
+
+(defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
+                           (intern-symbols *intern-symbols*)
+                           (require-header *require-header*)
+                           (eof-error-p t) eof-value)
+  "Restore the record at the start of PLACE: an octet vector (up to its fill
+pointer), a string or pathname naming a file, or a binary input stream
+\(from its position, which is left just after the record, so that each
+RESTORE reads what one STORE wrote).  Returns the stored object, or one
+value per object of a record stored with AS-SEPARATE-OBJECTS (at most
++MAX-VALUES+; more signal RESTORE-LIMIT-EXCEEDED: read them with
+MAP-STORED-OBJECTS).  Bytes after the record are not read.
+
+Where no record is left (an empty vector or file, a stream at its end),
+signals END-OF-DATA, or returns EOF-VALUE when EOF-ERROR-P is NIL.  The
+other keywords override *MAX-TO-READ*, *MAX-DEPTH*, *INTERN-SYMBOLS* and
+*REQUIRE-HEADER*.
+
+Signals NOT-BINSTORE-DATA for input that is not binstore data,
+INVALID-INPUT (TRUNCATED-INPUT, UNSUPPORTED-VERSION) for malformed input,
+RESTORE-LIMIT-EXCEEDED, MISSING-PACKAGE, MISSING-SYMBOL, MISSING-CLASS or
+MISSING-SLOT (with restarts), BINSTORE-FILE-ERROR.  Offsets count bytes
+from where the restore began: the start of a vector or file, the stream's
+position."
+  (flet ((restore-from (ib)
+           (restore-record ib max-to-read max-depth intern-symbols require-header
+                           eof-error-p eof-value)))
+    (declare (dynamic-extent #'restore-from))
+    (call-with-place-ibuf place max-to-read #'restore-from)))
 
 (defun restore-from-sap (sap size &key (max-to-read *max-to-read*) (max-depth *max-depth*)
-                                       (intern-symbols *intern-symbols*))
-  "Restore the object(s) stored in the SIZE bytes of raw memory at SAP (for
-example an mmap'ed file).  Keywords and values as for RESTORE."
-  (restore-from-memory (sb-sys:sap-int sap) size max-to-read max-depth intern-symbols))
+                                       (intern-symbols *intern-symbols*)
+                                       (require-header *require-header*)
+                                       (eof-error-p t) eof-value)
+  "Restore the record at the start of the SIZE bytes of raw memory at SAP
+\(for example an mmap'ed file).  Bytes after the record are not read.
+Keywords, values and conditions as for RESTORE."
+  (flet ((restore-from (ib)
+           (restore-record ib max-to-read max-depth intern-symbols require-header
+                           eof-error-p eof-value)))
+    (declare (dynamic-extent #'restore-from))
+    (call-with-memory-ibuf (sb-sys:sap-int sap) size max-to-read #'restore-from)))
+
+;;; Every record ------------------------------------------------------------------
+
+(defun start-record-allowance (ib max-to-read)
+  "Let the record at IB's position read MAX-TO-READ bytes more, whatever
+the records before it read."
+  (setf (ibuf-limit ib) (and max-to-read (+ (ibuf-offset ib) max-to-read))
+        (ibuf-cut-by-limit ib) nil)
+  (unless (ibuf-refill-fn ib)
+    ;; a region in memory: its window ends at the limit or at its end
+    (let ((size (ibuf-size ib)))
+      (setf (ibuf-end ib) (if (and max-to-read (> size (+ (ibuf-pos ib) max-to-read)))
+                              (progn (setf (ibuf-cut-by-limit ib) t)
+                                     (+ (ibuf-pos ib) max-to-read))
+                              size)))))
+
+(defun map-stored-objects (function place &key (max-to-read *max-to-read*)
+                                               (max-depth *max-depth*)
+                                               (intern-symbols *intern-symbols*)
+                                               (require-header *require-header*))
+  "Call FUNCTION with each top-level object stored in PLACE, record after
+record, in order, until the end of the input; return NIL.  PLACE is any
+place RESTORE takes.  Each record is read as RESTORE reads it: MAX-TO-READ
+bounds each record, not the whole input, and a record stored with
+AS-SEPARATE-OBJECTS gives each of its objects, however many.  Conditions
+as for RESTORE (never END-OF-DATA)."
+  (flet ((map-records (ib)
+           (loop while (skip-to-record ib)
+                 do (start-record-allowance ib max-to-read)
+                    (decode-record ib function max-to-read max-depth intern-symbols
+                                   require-header nil))))
+    (declare (dynamic-extent #'map-records))
+    (call-with-place-ibuf place max-to-read #'map-records)
+    nil))
+
+(defmacro do-stored-objects ((var place &rest options) &body body)
+  "Evaluate BODY with VAR bound to each top-level object stored in PLACE,
+record after record (see MAP-STORED-OBJECTS, which takes OPTIONS); return
+NIL.  BODY may RETURN from an implicit block NIL."
+  `(block nil
+     (map-stored-objects (lambda (,var) ,@body) ,place ,@options)))

@@ -3,6 +3,7 @@
 ;;;;   binstore-error
 ;;;;     store-error
 ;;;;       unstorable-object        an object of a kind that cannot be stored
+;;;;       circular-list            a circular list, stored without tracking conses
 ;;;;       out-of-space             a fixed-size destination is full
 ;;;;       store-limit-exceeded     max-to-write / max-depth while storing
 ;;;;     restore-error              (carries the byte offset)
@@ -48,6 +49,21 @@ step one of (:car) (:cdr) (:elt i) (:aref i) (:slot name) (:key k) (:value k).")
                      (type-of (unstorable-object-object c))
                      (mapcar #'brief (unstorable-object-path c))))))
 
+(define-condition circular-list (store-error)
+  ((list :initarg :list :reader circular-list-list)
+   (path :initarg :path :initform nil :accessor circular-list-path))
+  (:documentation "A circular list was met by a store that does not keep
+the identity of conses (:SUPPORT-SHARED-LIST-STRUCTURES NIL), which cannot
+write it.  LIST is the list, PATH the steps from the stored root to it (as
+for UNSTORABLE-OBJECT).  Storing with :SUPPORT-SHARED-LIST-STRUCTURES T, the
+default, writes it.")
+  (:report (lambda (c s)
+             (format s "binstore: a circular list ~a~@[, found at ~{~a~^ ~}~], cannot be ~
+                        stored with :support-shared-list-structures nil; store it with ~
+                        :support-shared-list-structures t (the default)"
+                     (brief (circular-list-list c))
+                     (mapcar #'brief (circular-list-path c))))))
+
 (define-condition out-of-space (store-error)
   ((needed :initarg :needed :reader out-of-space-needed))
   (:documentation "A fixed-size destination (a non-adjustable octet vector or a
@@ -84,8 +100,8 @@ STORE-LIMIT-EXCEEDED or RESTORE-LIMIT-EXCEEDED; the message names the
 keyword and the special variable that lift the limit.")
   (:report (lambda (c s)
              (let ((limit (limit-exceeded-limit c)))
-               (format s "binstore: ~a~@[ at byte ~d~]; ~:[limit ~(~s~) is ~a~;~
-                          limit ~(~s~) is ~a: pass a larger ~(~s~) (or NIL for none), ~
+               (format s "binstore: ~a~@[ (at byte ~d)~]. ~:[Limit ~(~s~) is ~a~;~
+                          Limit ~(~s~) is ~a: pass a larger ~(~s~) (or NIL for none), ~
                           or bind ~(~s~)~]"
                        (binstore-error-message c) (limit-exceeded-offset c)
                        (limit-variable limit)
@@ -219,6 +235,8 @@ bytes, and storing carries on there."
       '((binstore-error-message "The text explaining a BINSTORE-ERROR.")
         (unstorable-object-object "The object that could not be stored.")
         (unstorable-object-path "Steps from the stored root to the unstorable object.")
+        (circular-list-list "The circular list that could not be stored.")
+        (circular-list-path "Steps from the stored root to the circular list.")
         (out-of-space-needed "Bytes known to be needed when the destination filled up.")
         (limit-exceeded-limit "Which limit was reached: :max-to-read, :max-to-write, :max-depth or :nesting.")
         (limit-exceeded-value "The value of the limit that was reached.")

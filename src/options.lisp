@@ -3,7 +3,7 @@
 
 (in-package #:binstore)
 
-(defconstant +format-version+ 2
+(defconstant +format-version+ 3
   "The format version binstore writes in a header and the newest it reads.")
 
 (defvar *track-references* t
@@ -12,22 +12,35 @@ once in the stored data (strings, arrays, numbers that are heap objects,
 structures, standard objects, hash tables, pathnames ...) is written once and
 restored as one object, so EQ-ness, sharing and cycles survive.  When false,
 storing is faster, data without sharing still round-trips, and shared parts
-come back as separate copies.  Symbols, packages and class descriptions are
-always written once per store whatever this says.")
+come back as separate copies (a cycle signals STORE-LIMIT-EXCEEDED on
+:MAX-DEPTH, or on :MAX-TO-WRITE where sharing multiplies the output).
+Symbols, packages and class descriptions are always written once per store
+whatever this says.")
 
-(defvar *support-shared-list-structures* nil
-  "When true, identity is also kept for every cons: shared tails, conses
-referenced from several places and circular lists round-trip.  Costs a
-reference-table entry per cons on store.  Only meaningful with
+(defvar *support-shared-list-structures* t
+  "When true (the default, with *TRACK-REFERENCES*), identity is also kept
+for every cons: shared tails, conses referenced from several places and
+circular lists round-trip.  When false, storing lists is faster (no table
+entry per cons), but a list met twice is written, and restored, twice, and
+a circular list signals CIRCULAR-LIST.  Only meaningful with
 *TRACK-REFERENCES*.")
 
-(defvar *output-magic-number* nil
-  "When true, STORE begins its output with the binstore magic number and the
-format version, which RESTORE then checks.")
+(defvar *output-magic-number* t
+  "When true (the default), STORE begins its output with binstore's header:
+the magic number and the format version, 5 bytes, which RESTORE requires by
+default (see *REQUIRE-HEADER*).  NIL leaves it out, for tiny messages whose
+reader knows they are binstore data.")
+
+(defvar *require-header* t
+  "When true (the default), RESTORE refuses input that does not begin with
+binstore's header with NOT-BINSTORE-DATA, so a text file or another
+program's file is never taken for data.  NIL also accepts headerless input
+\(stored with :OUTPUT-MAGIC-NUMBER NIL).")
 
 (defvar *output-end-marker* nil
-  "When true, STORE ends its output with an end marker; RESTORE stops there
-even when more bytes follow (useful on streams).")
+  "When true, STORE ends its output with an end marker.  Records delimit
+themselves (since format version 3), so the marker is only for readers of
+older versions; RESTORE skips it.")
 
 (defun default-size-limit ()
   "2 GiB, or half the dynamic space when that is smaller, so a hostile input
@@ -35,9 +48,13 @@ signals LIMIT-EXCEEDED before it can exhaust the heap."
   (min (expt 2 31)
        (floor (sb-ext:dynamic-space-size) 2)))
 
-(defvar *max-to-write* (default-size-limit)
-  "Upper bound on the number of bytes one STORE may produce (NIL: no bound).
-Reaching it signals LIMIT-EXCEEDED.")
+(defvar *max-to-write* nil
+  "Upper bound on the number of bytes one STORE may produce, or NIL (the
+default) for none: data already in memory is not limited.  Reaching it
+signals STORE-LIMIT-EXCEEDED.  With NIL, a store that does not keep the
+identity of every object (TRACK-REFERENCES or SUPPORT-SHARED-LIST-STRUCTURES
+false) still stops when its output passes twice the heap in use, which data
+without sharing never reaches: shared structure written again and again.")
 
 (defvar *max-to-read* (default-size-limit)
   "Upper bound on the bytes of input one RESTORE consumes and, separately, on

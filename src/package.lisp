@@ -2,16 +2,26 @@
 
 (defpackage #:binstore
   (:use #:common-lisp)
+  (:documentation "binstore: store any Common Lisp data to bytes and get it
+back.  STORE writes a record to a place (an octet vector, a file, a stream,
+raw memory); RESTORE reads one back with identity, sharing and circularity
+intact; MAP-STORED-OBJECTS and DO-STORED-OBJECTS read every record of a
+place.  Options are special variables, each overridden per call by the
+keyword of the same name.  Every condition is a BINSTORE-ERROR.")
   (:export
    ;; Storing and restoring
    #:store
    #:restore
    #:store-to-sap
    #:restore-from-sap
+   #:map-stored-objects
+   #:do-stored-objects
+   #:+max-values+
    ;; Defaults, each overridable per call by the keyword of the same name
    #:*track-references*
    #:*support-shared-list-structures*
    #:*output-magic-number*
+   #:*require-header*
    #:*output-end-marker*
    #:*max-to-write*
    #:*max-to-read*
@@ -32,7 +42,12 @@
    #:unstorable-object-path
    #:out-of-space
    #:out-of-space-needed
+   #:circular-list
+   #:circular-list-list
+   #:circular-list-path
    #:limit-exceeded
+   #:store-limit-exceeded
+   #:restore-limit-exceeded
    #:limit-exceeded-limit
    #:limit-exceeded-value
    #:limit-exceeded-offset
@@ -43,6 +58,9 @@
    #:truncated-input
    #:unsupported-version
    #:unsupported-version-version
+   #:not-binstore-data
+   #:end-of-data
+   #:binstore-file-error
    #:missing-package
    #:missing-package-name
    #:missing-symbol

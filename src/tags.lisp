@@ -76,7 +76,9 @@ every type tag to its name (for the inspector and error messages)."
   ;; Since format version 2: the commonest specialized vectors, whose
   ;; element type the tag says (see VECTOR-TAG)
   (+tag-octet-vector+ #x2A)         ; n, n octets: an (unsigned-byte 8) vector
-  (+tag-double-vector+ #x2B))       ; n, 8n bytes: a double-float vector
+  (+tag-double-vector+ #x2B)        ; n, 8n bytes: a double-float vector
+  ;; Since format version 3: a record of several top-level objects
+  (+tag-objects+ #x2C))             ; varint n: the record holds n objects
 
 ;;; Tracking flags, the byte after +tag-tracking+.  Whatever they say,
 ;;; symbols, packages and class descriptors get ids.  A stream without the

@@ -11,7 +11,13 @@
   (coerce bytes '(simple-array (unsigned-byte 8) (*))))
 
 (defun stored-octets (data &rest options)
-  (coerce (apply #'binstore:store nil data options) 'list))
+  "The bytes of DATA stored with OPTIONS, by default without the header and
+tracking objects but not conses, the record form without a tracking tag:
+the bytes of the object itself, which these tests spell out."
+  (coerce (apply #'binstore:store nil data
+                 (append options '(:output-magic-number nil
+                                   :support-shared-list-structures nil)))
+          'list))
 
 (defparameter *golden*
   `((0 (#x70))
@@ -56,14 +62,14 @@
     (,(make-array 3 :element-type 'base-char :initial-element #\x :fill-pointer 1)
      (#x16 #x03 #x17 #x01 #x03 #x01 #x78 #x78 #x78))))
 
-(test golden-bytes
+(test (golden-bytes :fixture headerless)
   "Each value encodes to exactly the documented bytes, and decodes back."
   (loop for (value bytes) in *golden*
         do (is (equal bytes (stored-octets value))
                "~s encodes to ~s, not ~s" value (stored-octets value) bytes)
            (is (equalp value (binstore:restore (apply #'octets bytes))))))
 
-(test golden-shared-string
+(test (golden-shared-string :fixture headerless)
   "Two references to one string: the string takes id 0 when written, the
 second occurrence is a one-byte reference.  Without tracking it is written
 twice, after the tracking tag that says so."
@@ -73,7 +79,7 @@ twice, after the tracking tag that says so."
     (is (equal '(#x28 #x02 #x02 #x12 #x02 #x61 #x62 #x12 #x02 #x61 #x62)
                (stored-octets (list s s) :track-references nil)))))
 
-(test golden-symbols-in-short-lists
+(test (golden-symbols-in-short-lists :fixture headerless)
   "A short list or pair whose symbols were written before has them as
 references, in each mode, with the bytes the general writer gives: :FOO
 takes id 0 where it is first written (#x18 ...) and is #x40 after; a
@@ -92,14 +98,14 @@ short list whose symbol is new writes it in full."
     (is (eq (first copy) (first (second copy))))
     (is (eq (first copy) (cdr (third copy))))))
 
-(test golden-shared-conses
+(test (golden-shared-conses :fixture headerless)
   "With shared list structures a circular list's cdr refers to its first cons."
   (let ((l (list 1 2)))
     (setf (cddr l) l)
     (is (equal '(#x29 #x03 #x02 #x71 #x72 #x26 #x00)
                (stored-octets l :support-shared-list-structures t)))))
 
-(test golden-version-1-vectors
+(test (golden-version-1-vectors :fixture headerless)
   "Version 1 wrote octet and double-float vectors as any specialized
 vector, with their element type's code; they still read."
   (let ((v (binstore:restore (octets #x15 #x05 #x03 #x01 #x02 #xFF))))
@@ -109,7 +115,7 @@ vector, with their element type's code; they still read."
     (is (equal '(simple-array double-float (1)) (type-of v)))
     (is (equalp #(1.5d0) v))))
 
-(test golden-version-1-tracking
+(test (golden-version-1-tracking :fixture headerless)
   "Streams of format version 1 say the tracking flags in two bytes, #x23
 then the flags; they still read, with the meaning of the one-byte tags."
   (let ((twice (binstore:restore (octets #x24 #x42 #x53 #x54 #x01
@@ -129,11 +135,36 @@ then the flags; they still read, with the meaning of the one-byte tags."
     (is (equal '("ab" :a :a) (subseq circle 0 3)))
     (is (eq circle (cdddr circle)))))
 
-(test golden-header-and-end
-  (is (equal '(#x24 #x42 #x53 #x54 #x02 #x70 #x25)
+(test (golden-header-and-end :fixture headerless)
+  (is (equal '(#x24 #x42 #x53 #x54 #x03 #x70 #x25)
              (stored-octets 0 :output-magic-number t :output-end-marker t))))
 
-(test golden-deferred-contents
+(test golden-defaults
+  "STORE's defaults: the header (version 3) and full tracking, then the
+object; several objects after OBJECTS and their count."
+  (is (equal '(#x24 #x42 #x53 #x54 #x03 #x29 #x71)
+             (coerce (binstore:store nil 1) 'list)))
+  (is (equal '(#x29 #x2C #x02 #x71 #x72)
+             (coerce (binstore:store nil '(1 2) :as-separate-objects t
+                                                :output-magic-number nil)
+                     'list)))
+  (is (equal '(1 2) (multiple-value-list
+                     (binstore:restore (octets #x29 #x2C #x02 #x71 #x72)
+                                       :require-header nil)))))
+
+(test (golden-version-2-records :fixture headerless)
+  "A record whose header names version 2 holds objects up to the end of the
+input or an end marker, as version 2 wrote them."
+  (is (equal '(1 2 3)
+             (multiple-value-list
+              (binstore:restore (octets #x24 #x42 #x53 #x54 #x02 #x71 #x72 #x73)))))
+  (is (equal '(1 2)
+             (multiple-value-list
+              (binstore:restore (octets #x24 #x42 #x53 #x54 #x02 #x71 #x72 #x25 #x73)))))
+  ;; without a header, the version 3 rule: one object
+  (is (equal '(1) (multiple-value-list (binstore:restore (octets #x71 #x72 #x73))))))
+
+(test (golden-deferred-contents :fixture headerless)
   "A list nested 1001 deep: the innermost container is written LATER and
 filled after the top-level object."
   (let ((deep nil))
@@ -142,7 +173,7 @@ filled after the top-level object."
       (is (= (+ (* 2 1000) 3 2 1) (length bytes)))
       (is (equal '(#x21 #x02 #x01 #x22 #x00 #x00) (last bytes 6))))))
 
-(test golden-shared-instances
+(test (golden-shared-instances :fixture headerless)
   "A structure whose slot holds itself, and one holding a string and the
 first, each met twice: the first instance writes its class descriptor (id
 5, after the package, the class name and the two slot names) and takes id

@@ -49,14 +49,14 @@ round-trip; vectors too small for them spill at several points."
   "An integer that needs the 8-byte form."
   (+ (expt 2 40) i))
 
-(test one-walk-run-lengths
+(test (one-walk-run-lengths :fixture format-2-defaults)
   (dolist (n *header-lengths*)
     (check-one-walk-bytes (loop for i below n collect (mod i 100)))
     (check-one-walk-bytes (loop for i below n collect (int64-value i)))
     (check-one-walk-bytes (loop for i below n collect (mod i 100))
                           :track-references t)))
 
-(test one-walk-four-byte-length
+(test (one-walk-four-byte-length :fixture format-2-defaults)
   ;; 2^21 conses: the length needs 4 bytes, and the gap widens to it with
   ;; the last car (so the header is moved into place at the end); one more
   ;; cons, and the gap widens before that car is written
@@ -64,7 +64,7 @@ round-trip; vectors too small for them spill at several points."
     (let ((data (make-list n :initial-element 7)))
       (is (equalp (stream-bytes data) (binstore:store nil data)) "~d conses" n))))
 
-(test one-walk-packed-integers-unpacked
+(test (one-walk-packed-integers-unpacked :fixture format-2-defaults)
   ;; cars written packed until one needs its tag after all
   (dolist (n '(2 3 200 20000))
     (check-one-walk-bytes (append (loop for i below (1- n) collect (int64-value i)) '(5)))
@@ -76,7 +76,7 @@ round-trip; vectors too small for them spill at several points."
                             (setf (cdr (last l)) 99)
                             l))))
 
-(test one-walk-nested-and-dotted
+(test (one-walk-nested-and-dotted :fixture format-2-defaults)
   (check-one-walk-bytes (loop for i below 3
                               collect (loop for j below (+ 126 i) collect (int64-value j))))
   (check-one-walk-bytes (loop for i below 40 collect (make-list (* 100 i) :initial-element i)))
@@ -98,7 +98,7 @@ take, and kinds they leave to the general writer."
     (7 (complex 1f0 (float i 1f0))) (8 (format nil "s~d" i)) (9 (/ 3 (+ 4 (* 2 i))))
     (10 nil) (11 (+ (expt 2 70) i)) (t (- (float i 1d0)))))
 
-(test numbers-in-blocks
+(test (numbers-in-blocks :fixture format-2-defaults)
   ;; in lists (one walk and two) and vectors, with and without reference
   ;; tracking (which takes doubles and complexes out of the blocks),
   ;; wherever a window ends
@@ -113,7 +113,7 @@ take, and kinds they leave to the general writer."
          (back (binstore:restore (binstore:store nil (list 1 d 2 d)))))
     (is (eq (second back) (fourth back)))))
 
-(test boxed-numbers-at-stream-window-ends
+(test (boxed-numbers-at-stream-window-ends :fixture format-2-defaults)
   ;; Through a stream, lists go in two walks and the window is a staging
   ;; buffer: runs of doubles and complexes, tracked or not, meet its end at
   ;; every offset, where they take an exact reservation (this once hung).
@@ -143,7 +143,7 @@ take, and kinds they leave to the general writer."
                         ;; without tracking the shared double comes back as copies
                         (is (equalp shape back)))))))))))))
 
-(test character-strings-at-window-ends
+(test (character-strings-at-window-ends :fixture format-2-defaults)
   ;; strings of 1- to 4-byte characters on both sides of the short form's
   ;; 127 characters, written straight into the window or through the
   ;; general writer wherever the window ends
@@ -157,7 +157,7 @@ take, and kinds they leave to the general writer."
                                   (when (plusp n) (setf (char s (floor n 2)) c))
                                   s))))))
 
-(test one-walk-circular-lists
+(test (one-walk-circular-lists :fixture format-2-defaults)
   ;; each kind of number the block writers take, tracked or not, packed
   (dolist (place (list nil (make-array 10 :element-type '(unsigned-byte 8)
                                           :fill-pointer 0 :adjustable t)))
@@ -171,7 +171,7 @@ take, and kinds they leave to the general writer."
               (signals binstore:store-error
                 (binstore:store place list :track-references track)))))))))
 
-(test one-walk-max-to-write
+(test (one-walk-max-to-write :fixture format-2-defaults)
   ;; the limit also holds when only the header's growth crosses it
   (let* ((data (make-list 1000 :initial-element 1))
          (size (length (binstore:store nil data))))
@@ -182,7 +182,7 @@ take, and kinds they leave to the general writer."
                                     :fill-pointer 0 :adjustable t)
                       data :max-to-write (1- size)))))
 
-(test one-walk-sap-out-of-space
+(test (one-walk-sap-out-of-space :fixture format-2-defaults)
   ;; raw memory that ends inside a list: OUT-OF-SPACE, then USE-LARGER-SPACE
   ;; carries on with the held bytes where they were
   (let* ((data (loop for i below 5000 collect (int64-value i)))
@@ -272,7 +272,7 @@ stored or refused alike under max-depth 0 to 4."
         (is (eq (outcome general) (outcome short))
             "depth ~d, max-depth ~d" depth max)))))
 
-(test short-lists-of-leaves-bytes
+(test (short-lists-of-leaves-bytes :fixture format-2-defaults)
   "Runs of up to eight conses and one more, proper, dotted and single
 conses, of leaves of every kind, in each mode: the exact bytes the format
 gives them, on every place, and a round trip."
@@ -299,7 +299,7 @@ gives them, on every place, and a round trip."
                        (check-one-walk-bytes (list list (vector list) list))
                        (check-one-walk-bytes (list list) :track-references nil))))))))
 
-(test fixnum-runs-bytes
+(test (fixnum-runs-bytes :fixture format-2-defaults)
   "Long runs whose cars are mostly fixnums of every width (PUT-FIXNUM-CARS
 takes a run of them at the start of each block, the general loops the rest),
 broken by other leaves and by cars no block writer takes, proper and
@@ -330,7 +330,7 @@ several points."
                 "~s ~s" list options)
             (apply #'check-one-walk-bytes list options)))))))
 
-(test short-lists-keep-limits-and-cycles
+(test (short-lists-keep-limits-and-cycles :fixture format-2-defaults)
   "A short list of leaves is one level deeper than what holds it, as any
 list: max-depth refuses it where it refuses a list the short-list writer
 leaves alone; a short circular list is refused without shared list
@@ -346,7 +346,7 @@ structures and written with them."
       (is (eq (first back) (cdddr (first back))))
       (is (equal '(1 2 3) (subseq (first back) 0 3))))))
 
-(test short-vectors-of-leaves-bytes
+(test (short-vectors-of-leaves-bytes :fixture format-2-defaults)
   "Simple vectors of up to eight elements and one more, of leaves of every
 kind (WRITE-SHORT-LEAF-VECTOR takes those of immediates, and of boxed
 floats without tracking), in each mode: the bytes the format gives them, a
@@ -392,7 +392,7 @@ restored as its own, shared where DATA shares it."
     (list 2 (1- b) b (1+ b) (1- (* 2 b)) (* 2 b) (1+ (* 2 b)) 5000 20000))
   "Run lengths on both sides of the first claims' ends.")
 
-(test tracked-one-walk-run-lengths
+(test (tracked-one-walk-run-lengths :fixture format-2-defaults)
   (dolist (n *claim-lengths*)
     (check-tracked-one-walk (loop for i below n collect (mod i 100)))
     (check-tracked-one-walk (loop for i below n collect (int64-value i)))
@@ -403,7 +403,7 @@ restored as its own, shared where DATA shares it."
     (check-tracked-one-walk (list* (int64-value 0) (int64-value 1)
                                    (loop for i below n collect (int64-value i))))))
 
-(test tracked-one-walk-shared-tails
+(test (tracked-one-walk-shared-tails :fixture format-2-defaults)
   ;; a run that ends before conses written already, at and about the claim
   ;; blocks' ends: its tail is a reference
   (let ((b binstore::+claim-block+))
@@ -415,7 +415,7 @@ restored as its own, shared where DATA shares it."
           ;; the shared part written first from within the run's own cars
           (check-tracked-one-walk (list run (nthcdr (floor prefix 2) run))))))))
 
-(test tracked-one-walk-cars-holding-the-run
+(test (tracked-one-walk-cars-holding-the-run :fixture format-2-defaults)
   ;; a car that holds conses of its own run further on, met in any claim
   ;; block: the rest of the run is claimed before that car is written, so
   ;; the car's conses are references into the run
@@ -447,7 +447,7 @@ stream (the same bytes), restored; checked as CHECK-TRACKED-ONE-WALK does."
   (check-tracked-one-walk data)
   (binstore:restore (binstore:store nil data :support-shared-list-structures t)))
 
-(test tracked-short-lists
+(test (tracked-short-lists :fixture format-2-defaults)
   ;; every length the short writer takes and one more, every kind of
   ;; element it takes, proper and dotted
   (dolist (n '(1 2 3 7 8 9))

@@ -29,12 +29,12 @@
 
 ;;; Octet vectors
 
-(test store-to-nil
+(test (store-to-nil :fixture format-2-defaults)
   (let ((bytes (binstore:store nil *place-datum*)))
     (is (typep bytes '(simple-array (unsigned-byte 8) (*))))
     (check-same *place-datum* (binstore:restore bytes))))
 
-(test append-to-adjustable-octet-vector
+(test (append-to-adjustable-octet-vector :fixture format-2-defaults)
   (let* ((vector (make-array 3 :element-type '(unsigned-byte 8) :adjustable t
                                :fill-pointer 3 :initial-contents '(7 8 9)))
          (result (binstore:store vector *place-datum*)))
@@ -48,7 +48,7 @@
     (binstore:store vector "short")
     (is (equal '("short") (multiple-value-list (binstore:restore vector))))))
 
-(test store-into-fixed-octet-vector
+(test (store-into-fixed-octet-vector :fixture format-2-defaults)
   (let* ((vector (make-array 1000 :element-type '(unsigned-byte 8) :fill-pointer 0))
          (result (binstore:store vector *place-datum*)))
     (is (eq vector result))
@@ -56,7 +56,7 @@
     (is (= 1000 (array-total-size vector)) "written in place, not regrown")
     (check-same *place-datum* (binstore:restore vector))))
 
-(test small-fill-pointer-vector-grows
+(test (small-fill-pointer-vector-grows :fixture format-2-defaults)
   ;; SBCL makes every vector with a fill pointer actually adjustable
   ;; (ADJUSTABLE-ARRAY-P is true even when made with :adjustable nil), so an
   ;; octet vector never runs out of space: it grows in place.  OUT-OF-SPACE
@@ -69,7 +69,7 @@
     (is (= 42 (aref vector 0)))
     (is (equal data (binstore:restore (subseq vector 1))))))
 
-(test restore-from-non-simple-vectors
+(test (restore-from-non-simple-vectors :fixture format-2-defaults)
   (let* ((bytes (binstore:store nil *place-datum*))
          (size (length bytes))
          (buffer (make-array (+ size 10) :element-type '(unsigned-byte 8) :initial-element #xFF)))
@@ -84,7 +84,7 @@
 
 ;;; Files
 
-(test store-to-file
+(test (store-to-file :fixture format-2-defaults)
   (call-with-temporary-directory
    (lambda (directory)
      (let* ((pathname (merge-pathnames "data.bst" directory))
@@ -102,7 +102,7 @@
        (is (equal '(:third) (binstore:restore namestring)))
        (is (equal '("data.bst") (directory-entries directory)))))))
 
-(test files-read-through-their-descriptor
+(test (files-read-through-their-descriptor :fixture format-2-defaults)
   "A file is read with read(2) through a window of at most a megabyte: data
 of several megabytes whose strings, vectors and integers straddle the
 window's ends restore from the file as from a vector, and so do separate
@@ -133,7 +133,7 @@ not exist signals FILE-ERROR, as OPEN does."
                     (error (c) c))
                   'file-error))))))
 
-(test store-to-file-keeps-old-file-on-error
+(test (store-to-file-keeps-old-file-on-error :fixture format-2-defaults)
   (call-with-temporary-directory
    (lambda (directory)
      (let ((pathname (merge-pathnames "keep.bst" directory)))
@@ -145,7 +145,7 @@ not exist signals FILE-ERROR, as OPEN does."
 
 ;;; Streams
 
-(test store-to-binary-stream
+(test (store-to-binary-stream :fixture format-2-defaults)
   (call-with-temporary-directory
    (lambda (directory)
      (let ((pathname (merge-pathnames "stream.bst" directory)))
@@ -154,7 +154,7 @@ not exist signals FILE-ERROR, as OPEN does."
        (with-open-file (in pathname :element-type '(unsigned-byte 8))
          (check-same *place-datum* (binstore:restore in)))))))
 
-(test end-markers-separate-objects-on-a-stream
+(test (end-markers-separate-objects-on-a-stream :fixture format-2-defaults)
   (call-with-temporary-directory
    (lambda (directory)
      (let ((pathname (merge-pathnames "two.bst" directory)))
@@ -205,7 +205,7 @@ not exist signals FILE-ERROR, as OPEN does."
       (incf position count)
       (+ start count))))
 
-(test store-to-gray-streams
+(test (store-to-gray-streams :fixture format-2-defaults)
   (let ((out (make-instance 'octet-output-stream)))
     (is (eq out (binstore:store out *place-datum*)))
     (is (equalp (binstore:store nil *place-datum*) (stream-octets out)))
@@ -240,7 +240,7 @@ conses of two leaves, with shared floats, complexes and conses among them."
                           (1 (- (expt 2 63) i))
                           (t (- i (expt 2 63))))))))
 
-(test windows-of-any-size-read-the-same
+(test (windows-of-any-size-read-the-same :fixture format-2-defaults)
   "Restoring from a Gray stream (whose window holds only the bytes asked for,
 so no element is read straight from it) gives what restoring from a vector
 (where nearly every element is) gives, with the same sharing, in each mode."
@@ -267,7 +267,7 @@ so no element is read straight from it) gives what restoring from a vector
   "N as 8 bytes, signed little-endian."
   (loop for k below 8 collect (ldb (byte 8 (* 8 k)) n)))
 
-(test integers-of-every-width-in-runs
+(test (integers-of-every-width-in-runs :fixture format-2-defaults)
   "Lists and simple vectors of integers of every width, mixed with other
 leaves so that the loops switch, restore equal from a vector and from a Gray
 stream (whose window holds only what is asked for); an 8-byte integer that
@@ -309,7 +309,7 @@ cut by the end of the input is refused where its payload starts."
                                      (= 81 (binstore:restore-error-offset c)))
                                 "tag ~d cut by ~d: ~a" int-tag cut (hostile-describe c)))))))))
 
-(test references-of-every-width-in-runs
+(test (references-of-every-width-in-runs :fixture format-2-defaults)
   "References whose ids take one, two and three varint groups, read from
 the window and through the general path, restore the same objects."
   (let* ((strings (loop for i below 17000 collect (format nil "~d" i)))
@@ -322,7 +322,7 @@ the window and through the general path, restore the same objects."
       (is (every #'eq (first restored) (reverse (second restored))))
       (is (every #'eq (first restored) (third restored))))))
 
-(test crafted-references-read-alike-everywhere
+(test (crafted-references-read-alike-everywhere :fixture format-2-defaults)
   "A REF read from the window and one read through the general path agree,
 on good ids and on ids that are not in their shortest form or not defined."
   (let* ((good (binstore:store nil (let ((s "a")) (vector s s))))
@@ -341,7 +341,7 @@ on good ids and on ids that are not in their shortest form or not defined."
                      (outcome (make-instance 'octet-input-stream :octets octets)))
               "REF ~s" ref))))))
 
-(test base-strings-in-runs
+(test (base-strings-in-runs :fixture format-2-defaults)
   "Base strings of every length up to past the word-at-a-time limit, in a
 list and in a vector, restore equal from a vector and from a stream; a
 byte above 127 in any one of them is refused at its own offset."
@@ -374,7 +374,7 @@ byte above 127 in any one of them is refused at its own offset."
                 (is (eql offset (binstore:restore-error-offset c))
                     "length ~d, byte ~d: offset ~s" n at (binstore:restore-error-offset c))))))))))
 
-(test character-strings-in-runs
+(test (character-strings-in-runs :fixture format-2-defaults)
   "Strings of one- and two-byte characters (and, past the window's reach,
 three- and four-byte ones) restore equal from a vector and from a stream;
 bad UTF-8 inside a run is refused at the same offset both ways."
@@ -405,7 +405,7 @@ bad UTF-8 inside a run is refused at the same offset both ways."
                                                            :octets octets)))
                   "~s in a run" bad))))))))
 
-(test mixed-strings-in-runs
+(test (mixed-strings-in-runs :fixture format-2-defaults)
   "Base and character strings alternating in one run, some repeated, restore
 equal in a list and a vector, with and without reference tracking; with it
 each repeat is the same string as its first occurrence."
@@ -426,7 +426,7 @@ each repeat is the same string as its first occurrence."
               (is (eq (nth 1 back) (nth 7 back)))
               (is (= 6 (length (remove-duplicates back :test #'eq)))))))))))
 
-(test pairs-in-runs-respect-max-depth
+(test (pairs-in-runs-respect-max-depth :fixture format-2-defaults)
   "A cons of two leaves inside a list is one level deeper than the list."
   (let ((octets (binstore:store nil (list 1 (cons 2 3)))))
     (is (equal '(1 (2 . 3)) (binstore:restore octets :max-depth 2)))
@@ -441,7 +441,7 @@ each repeat is the same string as its first occurrence."
     (unwind-protect (funcall function (sb-alien:alien-sap alien))
       (sb-alien:free-alien alien))))
 
-(test store-to-sap
+(test (store-to-sap :fixture format-2-defaults)
   (call-with-foreign-octets
    4096
    (lambda (sap)
@@ -450,7 +450,7 @@ each repeat is the same string as its first occurrence."
        (is (= written (length (binstore:store nil *place-datum*))))
        (check-same *place-datum* (binstore:restore-from-sap sap written))))))
 
-(test store-to-sap-out-of-space
+(test (store-to-sap-out-of-space :fixture format-2-defaults)
   (let ((data (list (make-string 1000 :initial-element #\y) *place-datum*)))
     (call-with-foreign-octets
      16
@@ -469,7 +469,7 @@ each repeat is the same string as its first occurrence."
 
 ;;; Output options
 
-(test separate-objects
+(test (separate-objects :fixture format-2-defaults)
   (let* ((objects (list 1 "two" (vector 3) :four))
          (bytes (binstore:store nil objects :as-separate-objects t)))
     (check-same objects (multiple-value-list (binstore:restore bytes)))
@@ -479,7 +479,7 @@ each repeat is the same string as its first occurrence."
          (binstore:store pathname objects :as-separate-objects t :output-end-marker t)
          (check-same objects (multiple-value-list (binstore:restore pathname))))))))
 
-(test magic-number
+(test (magic-number :fixture format-2-defaults)
   (let ((bytes (binstore:store nil *place-datum* :output-magic-number t)))
     (is (equalp (octet-vector binstore::+tag-header+ #x42 #x53 #x54) (subseq bytes 0 4)))
     (is (= binstore:+format-version+ (aref bytes 4)))
@@ -489,7 +489,7 @@ each repeat is the same string as its first occurrence."
     (is (equalp (octet-vector binstore::+tag-header+ #x42 #x53 #x54) (subseq bytes 0 4))))
   (is (/= binstore::+tag-header+ (aref (binstore:store nil "x") 0))))
 
-(test end-marker
+(test (end-marker :fixture format-2-defaults)
   (let ((bytes (binstore:store nil *place-datum* :output-end-marker t)))
     (is (= binstore::+tag-end+ (aref bytes (1- (length bytes)))))
     (check-same *place-datum* (binstore:restore bytes))
@@ -501,7 +501,7 @@ each repeat is the same string as its first occurrence."
     (is (equal "both" (binstore:restore (concatenate '(vector (unsigned-byte 8)) bytes
                                                      (octet-vector 1 2 3)))))))
 
-(test short-lists-from-the-window
+(test (short-lists-from-the-window :fixture format-2-defaults)
   "Lists of up to eight leaves that take no id (integers of every width,
 single-floats, NIL, T, references to objects and to conses) are made
 straight from the window; a list holding a leaf that takes an id, or nine
@@ -553,7 +553,7 @@ they restore alike, with their sharing, in each mode."
       (is (eq :max-depth (handler-case (progn (binstore:restore octets :max-depth 1) nil)
                            (binstore:limit-exceeded (c) (binstore:limit-exceeded-limit c))))))))
 
-(test short-vectors-from-the-window
+(test (short-vectors-from-the-window :fixture format-2-defaults)
   "Simple vectors of up to eight pure leaves are made straight from the
 window, taking their ids after their elements (which take none): shared
 ones, ones holding references, one holding a double or nine elements (the
@@ -632,7 +632,7 @@ to a huge page, of a private mapping unmapped afterwards."
                         (return (parse-integer line :start 14 :junk-allowed t)))))
             finally (return 0)))))
 
-(test prefault-maps-fresh-pages-and-keeps-contents
+(test (prefault-maps-fresh-pages-and-keeps-contents :fixture format-2-defaults)
   "With small pages only, PREFAULT maps in the pages of a fresh mapping
 (when the kernel has MADV_POPULATE_WRITE) in chunks ending at 2 MiB
 boundaries, leaves ranges under +PREFAULT-BYTES+ alone and chunks already
@@ -667,7 +667,7 @@ partial pages of unaligned ends."
                      always (= (sb-sys:sap-ref-8 (page i) 0)
                                (if (member i written) (1+ (mod i 255)) 0)))))))))
 
-(test prefault-makes-huge-pages-of-whole-unmapped-chunks
+(test (prefault-makes-huge-pages-of-whole-unmapped-chunks :fixture format-2-defaults)
   "Where huge pages work, PREFAULT makes each whole aligned 2 MiB chunk of
 the range at most a quarter of whose pages are mapped one huge page, and
 maps the pages of the others and of the range's partial ends one by one;
@@ -723,7 +723,7 @@ every byte keeps its value.  With *HUGE-PAGES* false it makes none."
                                           ""))
              (is (= before (huge-kilobytes-at base)) "no huge page when turned off")))))))
 
-(test prefault-through-store-and-restore
+(test (prefault-through-store-and-restore :fixture format-2-defaults)
   "Vectors large enough to be prefaulted (some over several huge pages) and
 a list long enough to move the runway past a few, stored and restored after
 a collection has handed free pages back, with huge pages and without, from
@@ -755,7 +755,7 @@ a vector and from a file, equal the originals."
 
 ;;; The heap's runway (EXTEND-RUNWAY, KEEP-RUNWAY)
 
-(test allocation-point-is-where-the-next-object-goes
+(test (allocation-point-is-where-the-next-object-goes :fixture format-2-defaults)
   "ALLOCATION-POINT names the address of the next cons and of the next other
 small object (a try can meet the end of a region, so one of three must)."
   (flet ((address (object)
@@ -770,7 +770,7 @@ small object (a try can meet the end of a region, so one of three must)."
       (is (or (= point 0)
               (< sb-vm:dynamic-space-start point (binstore::heap-end)))))))
 
-(test runway-maps-ahead-of-the-point
+(test (runway-maps-ahead-of-the-point :fixture format-2-defaults)
   "EXTEND-RUNWAY maps the whole pages from the point through the bytes asked
 for and as much again as the reach, at most +RUNWAY-BYTES+ and never past
 its limit; only the new part when the point lies in the runway before; and
@@ -827,7 +827,7 @@ it returns reaches that far.  The pages keep what they held."
                        always (= 0 (sb-sys:sap-ref-8 (sb-sys:int-sap base) i)))))
         (binstore::unmap-region region)))))
 
-(test slow-collapses-hold-huge-pages-off
+(test (slow-collapses-hold-huge-pages-off :fixture format-2-defaults)
   "TRY-HUGE-PAGE after a collapse slower than +SLOW-COLLAPSE-MICROSECONDS+
 (made slow here by wrapping MAKE-HUGE-PAGE) maps the next 2 chunks in small
 pages, after a second slow one 4, and so on up to +LONGEST-HUGE-PAGE-PAUSE+;
@@ -856,7 +856,7 @@ a fast one brings the pause back to 2."
       (setf binstore::**small-chunks-to-go** 0
             binstore::**next-huge-page-pause** 2))))
 
-(test runway-reaches-huge-page-boundaries
+(test (runway-reaches-huge-page-boundaries :fixture format-2-defaults)
   "Where huge pages work, EXTEND-RUNWAY ends at a 2 MiB boundary when its
 bytes and reach go as far as the end of the point's chunk: that end, or the
 boundary past its stretch, so that the chunk after the point's is mapped
@@ -909,7 +909,7 @@ point, bytes and +RUNWAY-BYTES+ when they do not go that far."
                (is (= (if past binstore::+prefault-chunk-pages+ 0)
                       (pages-mapped (+ base chunk-bytes) binstore::+prefault-chunk-pages+))))))))))
 
-(test runways-follow-the-points-that-move
+(test (runways-follow-the-points-that-move :fixture format-2-defaults)
   "LOOK-AT-RUNWAY only notes the point at its first look, extends the runway
 from the point once the point has moved, by the whole reach when the other
 kind's point has not moved, and leaves alone the runway of a kind nothing
@@ -942,7 +942,7 @@ was allocated of since the last look."
         (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
         (is (every #'vectorp keep))))))
 
-(test runways-share-the-reach
+(test (runways-share-the-reach :fixture format-2-defaults)
   "RUNWAY-SHARE gives each kind of allocation the part of the reach in
 proportion to how far its point has moved against the other's."
   (is (= 1000 (binstore::runway-share 1000 100 0)))
@@ -951,7 +951,7 @@ proportion to how far its point has moved against the other's."
   (is (= (floor (sb-ext:dynamic-space-size) 2)
          (binstore::runway-share (sb-ext:dynamic-space-size) (expt 2 40) (expt 2 40)))))
 
-(test runways-reach-past-the-object-about-to-be-made
+(test (runways-reach-past-the-object-about-to-be-made :fixture format-2-defaults)
   "A look made before an object of BYTES is allocated (one of up to
 SB-VM:LARGE-OBJECT-SIZE, which SBCL puts at the allocation point) extends
 the runway of that kind past the object and two looks more, where it would
@@ -980,7 +980,7 @@ otherwise have been left as long enough for two looks."
                   (binstore::runway-end vectors))))
         (is (every #'vectorp keep))))))
 
-(test runways-stop-short-of-huge-pages
+(test (runways-stop-short-of-huge-pages :fixture format-2-defaults)
   "Where huge pages are to be had, a look whose reach stops short of the next
 2 MiB boundary leaves the runway as it was (small pages cost what their
 faults do); one whose reach goes past that boundary extends it.  Without
@@ -1014,7 +1014,7 @@ huge pages, the short reach extends it too."
                       (is (< 0 (binstore::runway-end runway)) "extended"))))))))
       (is (every #'vectorp (subseq keep 0 30))))))
 
-(test runway-reach-leaves-out-the-object-about-to-be-made
+(test (runway-reach-leaves-out-the-object-about-to-be-made :fixture format-2-defaults)
   "RUNWAY-REACH, from input in memory, is what the rest of the input promises
 at the rate of the small objects allocated before the one about to be made,
 less that one: the rest of the input holds it.  From a stream, it is what
@@ -1032,7 +1032,7 @@ was allocated before."
     (setf (binstore::ibuf-refill-fn ib) (lambda (ib n) (declare (ignore n)) ib))
     (is (= 500 (binstore::runway-reach rs 100)))))
 
-(test small-objects-restore-on-the-runway
+(test (small-objects-restore-on-the-runway :fixture format-2-defaults)
   "Small vectors, strings, structures and lists of boxed floats long enough to
 move the runways many times, restored right after full collections, in each
 mode and through a stream, equal what was stored; the loops over boxes read
@@ -1056,7 +1056,7 @@ in slices (+BOX-SLICE-BYTES+), so some boxes straddle a slice's end."
         (sb-ext:gc :full t)
         (is (equalp data (binstore:restore (make-instance 'octet-input-stream :octets bytes))) "from a stream, ~s" mode)))))
 
-(test runways-in-threads-while-collections-run
+(test (runways-in-threads-while-collections-run :fixture format-2-defaults)
   "Two threads restore data of small objects at once (each has allocation
 points of its own) while a third collects fully every few milliseconds,
 moving the points under the runways: every copy equals the data."
@@ -1081,7 +1081,7 @@ moving the points under the runways: every copy equals the data."
       (sb-thread:join-thread collector))
     (is (equal '(t t) results))))
 
-(test copies-at-every-distance
+(test (copies-at-every-distance :fixture format-2-defaults)
   "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken
 when the destination lies 1 to 31 bytes past the source modulo 4096): sizes
 on both sides of the threshold and of a piece, every distance from 0 to 40,
@@ -1163,7 +1163,7 @@ elements packed least significant bit first, unused bits zero."
                    (loop for i below (ceiling (* (length v) bits) 8)
                          collect (ldb (byte 8 (* 8 i)) packed))))))
 
-(test specialized-vectors-in-one-block
+(test (specialized-vectors-in-one-block :fixture format-2-defaults)
   "Every element type copied as it is, at lengths about a byte's and a
 length's varint boundaries: the bytes are the elements packed, with the
 unused bits of the last byte zero even where the vector's memory holds ones
@@ -1224,7 +1224,7 @@ the descriptors' ids past the one-byte references)."
                                    (t (make-instance 'gen-node :left (next-value)
                                                                :right (next-value)))))))))
 
-(test instances-in-runs
+(test (instances-in-runs :fixture format-2-defaults)
   "Instances of classes in turn, slots holding every kind of value, read
 back alike from a vector and from a stream whose window ends fall among
 them; MAX-TO-WRITE at the exact size is enough, a byte less is refused.
@@ -1242,7 +1242,7 @@ With reference tracking and without."
         (signals binstore:limit-exceeded
           (apply #'binstore:store nil data :max-to-write (1- size) options))))))
 
-(test instances-of-a-class-redefined-between-them
+(test (instances-of-a-class-redefined-between-them :fixture format-2-defaults)
   "Instances made before and after their class was redefined, in turn,
 then again once all are updated: each is stored as the class is now."
   (let ((name (intern (symbol-name (gensym "REDEFINED-IN-TURN-")) :binstore-tests)))
@@ -1263,7 +1263,7 @@ then again once all are updated: each is stored as the class is now."
                           (is (eql (floor i 3) (slot-value o 'b))))
                        (t (is (eql 2 (gen-point-y o))))))))))))
 
-(test instances-nested-past-the-deferral-depth
+(test (instances-nested-past-the-deferral-depth :fixture format-2-defaults)
   "A chain of 2,500 structures, each holding the next and one shared
 string, whose last holds the first: those past +MAX-PHYSICAL-DEPTH+ are
 written LATER and filled after, each still taking its id where the

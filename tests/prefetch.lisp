@@ -8,7 +8,7 @@
   :description "Prefetching ahead of the collection writers.")
 (in-suite prefetch)
 
-(test prefetch-takes-any-argument
+(test (prefetch-takes-any-argument :fixture format-2-defaults)
   "A prefetch reads nothing: immediates, NIL, heap objects, and indexes far
 past a vector's end are all harmless, and it returns no values."
   (dolist (x (list 0 -1 most-positive-fixnum most-negative-fixnum #\a 1.5f0 nil t
@@ -24,7 +24,7 @@ past a vector's end are all harmless, and it returns no values."
   (list 'alpha :beta (make-symbol "G") "str" (make-gen-point :x 1 :y 2) 1d0
         #c(1d0 2d0) (list 1 2) 7 #\c))
 
-(test collections-around-the-prefetch-distances
+(test (collections-around-the-prefetch-distances :fixture format-2-defaults)
   "The list and vector writers ask for the elements 4 and 8 ahead.  Lists
 and vectors of every length up to past both, with proper and dotted ends,
 round trip in each mode, objects met twice keeping their identity."
@@ -44,7 +44,7 @@ round trip in each mode, objects met twice keeping their identity."
 ahead of runs of symbols (see PREFETCH-SYMBOLS-P)."
   (loop for i below n collect (make-symbol (format nil "S~d" i))))
 
-(test long-runs-of-symbols
+(test (long-runs-of-symbols :fixture format-2-defaults)
   "Past +PREFETCH-FROM-COUNT+ symbols in the table, runs of symbols take a
 writer of their own.  Runs ending at a non-symbol, at a dotted tail, and
 symbols met again within and across runs all round trip in each mode."
@@ -59,7 +59,7 @@ symbols met again within and across runs all round trip in each mode."
                                                :support-shared-list-structures lists)
                          :identity t :conses lists))))
 
-(test circular-run-of-symbols
+(test (circular-run-of-symbols :fixture format-2-defaults)
   "A run of symbols that closes on itself is caught without shared list
 structures, and round trips with them."
   (let* ((symbols (many-symbols (+ binstore::+prefetch-from-count+ 1000)))

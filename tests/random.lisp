@@ -11,20 +11,25 @@
 (defun random-case (mode seed)
   "The datum of case SEED in MODE, the STORE options for it, and the
 SAME-DATA-P options to check it with.  MODE is one of
-  :refs     default settings; sharing and cycles through non-cons containers
+  :refs     objects tracked, not conses; sharing and cycles through non-cons
+            containers
   :no-refs  :track-references nil; no sharing, no cycles
-  :lists    :support-shared-list-structures t; conses shared and circular too"
+  :lists    :support-shared-list-structures t; conses shared and circular too
+  :defaults STORE's defaults; everything shared and circular, conses too"
   (let ((state (sb-ext:seed-random-state seed)))
     (ecase mode
       (:refs (values (random-datum state :sharing t :cycles t)
-                     '()
+                     '(:support-shared-list-structures nil)
                      '()))
       (:no-refs (values (random-datum state)
                         '(:track-references nil)
                         '(:identity nil)))
       (:lists (values (random-datum state :sharing t :cycles t :conses t)
                       '(:support-shared-list-structures t)
-                      '(:conses t))))))
+                      '(:conses t)))
+      (:defaults (values (random-datum state :sharing t :cycles t :conses t)
+                         '()
+                         '(:conses t))))))
 
 (defun failure-kind (condition)
   "What sort of failure CONDITION is, to group the failures of many cases."
@@ -76,3 +81,6 @@ so that one frequent bug does not hide the others."
 
 (test random-with-shared-lists
   (check-random-mode :lists 200000 3000))
+
+(test random-at-the-defaults
+  (check-random-mode :defaults 300000 3000))

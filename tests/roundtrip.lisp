@@ -21,7 +21,7 @@
 
 ;;; Numbers
 
-(test integers
+(test (integers :fixture format-2-defaults)
   (check-each (list 0 1 -1 -16 -17 143 144 255 256 -256 -257 32767 -32768 32768
                     (1- (expt 2 31)) (- (expt 2 31)) (expt 2 31)
                     (1- (expt 2 63)) (- (expt 2 63)) (expt 2 63) (- -1 (expt 2 63))
@@ -30,7 +30,7 @@
                     (1- (expt 2 64)) (expt 2 64) (- (expt 2 64))
                     (expt 7 300) (- (expt 3 1000)) (ash 1 10000))))
 
-(test bignums-of-every-length
+(test (bignums-of-every-length :fixture format-2-defaults)
   "Integers of every magnitude length from 1 to 40 bytes, with the top bit
 of the last byte set or clear, and their negations, restore equal from a
 vector and from a Gray stream (which hands the digits over a byte at a
@@ -54,7 +54,7 @@ bytes, reads as that value."
                                         (expt 2 72)))
         do (is (eql value (binstore:restore (hostile-octets binstore::+tag-bignum+ form))))))
 
-(test ratios
+(test (ratios :fixture format-2-defaults)
   (check-each (list 1/2 -1/2 1/3 22/7 (/ (expt 2 100) 3) (/ -5 (expt 3 90))
                     (/ (1+ most-positive-fixnum) 7))))
 
@@ -78,18 +78,18 @@ bytes, reads as that value."
         (sb-kernel:make-single-float #x7F800001)
         (sb-kernel:make-single-float #x7FC12345)))
 
-(test floats
+(test (floats :fixture format-2-defaults)
   (check-each *special-doubles*)
   (check-each *special-singles*))
 
-(test complexes
+(test (complexes :fixture format-2-defaults)
   (check-each (list #c(1 2) #c(-1/2 3) (complex (expt 2 80) -1)
                     #c(1f0 -2f0) (complex -0f0 sb-ext:single-float-positive-infinity)
                     #c(1d0 2d0) (complex -0d0 (sb-kernel:make-double-float #x7FF80000 7)))))
 
 ;;; Characters and strings
 
-(test every-character
+(test (every-character :fixture format-2-defaults)
   (let ((all (make-array char-code-limit)))
     (dotimes (code char-code-limit)
       (setf (svref all code) (code-char code)))
@@ -103,7 +103,7 @@ bytes, reads as that value."
   (make-array (length contents) :element-type element-type :initial-contents contents
                                 :fill-pointer fill-pointer :adjustable adjustable))
 
-(test strings
+(test (strings :fixture format-2-defaults)
   (check-each (list "" (coerce "" 'simple-base-string) (coerce "abc" 'simple-base-string)
                     (make-string 3 :initial-element #\a :element-type 'character)
                     "λx. ∀y ∃z" (string (code-char #xD800)) (string (code-char #x10FFFF))
@@ -117,11 +117,11 @@ bytes, reads as that value."
 
 ;;; Lists and vectors
 
-(test lists
+(test (lists :fixture format-2-defaults)
   (check-each (list nil t '(1) '(1 2 3) '(1 . 2) '(1 2 . 3) '(nil) '(nil nil . nil)
                     '((a . b) (c d) ((e))) (list "x" (list 1.5d0 (list :k)) #(1)))))
 
-(test simple-vectors
+(test (simple-vectors :fixture format-2-defaults)
   (check-each (list #() #(1) (vector "a" 'b #\c 1.5 nil) (make-array 300 :initial-element 9)
                     (vector (vector) (vector (vector 1))))))
 
@@ -152,18 +152,18 @@ bytes, reads as that value."
     (dotimes (i (array-total-size array) array)
       (setf (row-major-aref array i) (nth (mod i (length values)) values)))))
 
-(test specialized-vectors
+(test (specialized-vectors :fixture format-2-defaults)
   (dolist (type *element-types*)
     (check-round-trip (filled-array type (list (length (boundary-values type)))))
     ;; Long enough that packed payloads span many bytes.
     (check-round-trip (filled-array type '(67)))))
 
-(test multidimensional-arrays
+(test (multidimensional-arrays :fixture format-2-defaults)
   (dolist (type *element-types*)
     (check-round-trip (filled-array type '(2 3)))
     (check-round-trip (filled-array type '(2 1 3 2)))))
 
-(test rank-zero-and-empty-arrays
+(test (rank-zero-and-empty-arrays :fixture format-2-defaults)
   (dolist (type *element-types*)
     (check-round-trip (filled-array type '()))
     (check-round-trip (filled-array type '(0)))
@@ -171,7 +171,7 @@ bytes, reads as that value."
     (check-round-trip (filled-array type '(3 0)))
     (check-round-trip (filled-array type '(2 0 2)))))
 
-(test fill-pointers-and-adjustable-arrays
+(test (fill-pointers-and-adjustable-arrays :fixture format-2-defaults)
   (dolist (type *element-types*)
     (check-round-trip (filled-array type '(6) :fill-pointer 2))
     (check-round-trip (filled-array type '(6) :fill-pointer 0 :adjustable t))
@@ -180,7 +180,7 @@ bytes, reads as that value."
     (check-round-trip (filled-array type '(2 3) :adjustable t))
     (check-round-trip (filled-array type '() :adjustable t))))
 
-(test t-arrays-as-simple-vectors
+(test (t-arrays-as-simple-vectors :fixture format-2-defaults)
   "The contents of a T array that is not a simple vector (of rank 2 or 3,
 adjustable, with a fill pointer) are written and read by the simple
 vector's loops, over its storage: the bytes after the header are those of
@@ -220,7 +220,7 @@ Gray stream, in each mode."
         (is (equalp contents (subseq array-octets (- (length array-octets) (length contents)))))
         (is (equalp array (binstore:restore array-octets)))))))
 
-(test displaced-arrays
+(test (displaced-arrays :fixture format-2-defaults)
   (dolist (type *element-types*)
     (let* ((target (filled-array type '(10)))
            (window (make-array 4 :element-type type :displaced-to target
@@ -244,7 +244,7 @@ Gray stream, in each mode."
 
 ;;; Symbols and packages
 
-(test symbols-and-packages
+(test (symbols-and-packages :fixture format-2-defaults)
   (check-each (list nil t :keyword :|with space| :|| 'car 'binstore:store
                     'cl-user::some-user-symbol 'check-same '|lower case| (make-symbol "FRESH")
                     (make-symbol "") (find-package :common-lisp) (find-package :keyword)
@@ -256,14 +256,14 @@ Gray stream, in each mode."
 
 ;;; Hash tables
 
-(test hash-table-tests
+(test (hash-table-tests :fixture format-2-defaults)
   (let ((key (list 1 2)))
     (check-round-trip (filled-table (list key 1 :a 2 3 "three") :test 'eq))
     (check-round-trip (filled-table (list 1.5d0 1 (expt 2 70) 2 #\x 3 key 4) :test 'eql))
     (check-round-trip (filled-table (list "a" 1 (list 1 "b") 2 #p"/x" 3 1 4) :test 'equal))
     (check-round-trip (filled-table (list "A" 1 #(1 2) 2 3 (list 3) (list "x" 1.0) 4) :test 'equalp))))
 
-(test hash-table-parameters
+(test (hash-table-parameters :fixture format-2-defaults)
   (check-round-trip (filled-table '(1 2) :size 1000 :rehash-size 3.0 :rehash-threshold 0.5))
   (check-round-trip (filled-table '(1 2) :size 1 :rehash-size 17 :rehash-threshold 1.0))
   (check-round-trip (filled-table '() :test 'equal :size 50))
@@ -281,7 +281,7 @@ Gray stream, in each mode."
 
 (sb-ext:define-hash-table-test case-insensitive-equal case-insensitive-hash)
 
-(test custom-hash-table-test
+(test (custom-hash-table-test :fixture format-2-defaults)
   (let* ((table (filled-table '("Alpha" 1 "beta" 2) :test 'case-insensitive-equal))
          (restored (round-trip table)))
     (check-same table restored)
@@ -295,7 +295,7 @@ Gray stream, in each mode."
 (setf (logical-pathname-translations "BINSTORE-TEST")
       '(("**;*.*.*" "/tmp/binstore-test/**/*.*")))
 
-(test pathnames
+(test (pathnames :fixture format-2-defaults)
   (check-each (list #p"/tmp/*.lisp" #p"/tmp/foo.lisp" #p"foo" #p"" #p"/" #p"../up/file.txt"
                     #p"/tmp/**/x.*" #p"~/notes.txt" #p"/with space/ü.txt"
                     (make-pathname :directory '(:absolute "a" :wild-inferiors) :name :wild
@@ -303,14 +303,14 @@ Gray stream, in each mode."
                     (make-pathname :directory '(:relative :up :up "b") :name "n" :version :newest)
                     (make-pathname :name "no-type"))))
 
-(test logical-pathnames
+(test (logical-pathnames :fixture format-2-defaults)
   (check-each (list (logical-pathname "BINSTORE-TEST:SRC;CODE.LISP")
                     (logical-pathname "BINSTORE-TEST:SRC;DEEP;*.LISP.3")
                     (logical-pathname "BINSTORE-TEST:**;*.*.*"))))
 
 ;;; Structures, standard objects, conditions
 
-(test structures
+(test (structures :fixture format-2-defaults)
   (check-each (list (make-gen-point :x 1 :y "two")
                     (make-gen-point3 :x (list 1) :y nil :z #(3))
                     (make-gen-raw)
@@ -320,7 +320,7 @@ Gray stream, in each mode."
                                   :tag :tagged)
                     (make-gen-raw :d (sb-kernel:make-double-float #x7FF00000 1)))))
 
-(test standard-objects-with-unbound-slots
+(test (standard-objects-with-unbound-slots :fixture format-2-defaults)
   (let ((empty (make-instance 'gen-node))
         (partial (make-instance 'gen-node :left 1 :label "partial"))
         (sparse (make-instance 'gen-sparse :present :here)))
@@ -329,7 +329,7 @@ Gray stream, in each mode."
       (is (not (slot-boundp restored 'right)))
       (is (equal "partial" (gen-node-label restored))))))
 
-(test class-slots
+(test (class-slots :fixture format-2-defaults)
   (let ((object (make-instance 'gen-sparse :present 1))
         (saved (gen-sparse-shared (make-instance 'gen-sparse))))
     (unwind-protect
@@ -355,7 +355,7 @@ Gray stream, in each mode."
              (is (equal '(:special) (gen-sparse-shared object)))))
       (setf (gen-sparse-shared object) saved))))
 
-(test conditions
+(test (conditions :fixture format-2-defaults)
   ;; PARTIAL has an unbound slot: restoring it must leave the slot unbound
   ;; without calling SLOT-MAKUNBOUND, which SBCL refuses on conditions.
   (let ((full (make-condition 'gen-condition :detail (list 1 "x") :extra 2))
@@ -371,12 +371,12 @@ Gray stream, in each mode."
 
 ;;; Size and depth: no deep recursion on either side
 
-(test million-element-list
+(test (million-element-list :fixture format-2-defaults)
   (let ((list (loop for i below 1000000 collect (if (zerop (mod i 1000)) (list i) i))))
     (check-same list (round-trip list))
     (check-same list (round-trip list :support-shared-list-structures t) :conses t)))
 
-(test deeply-nested-list
+(test (deeply-nested-list :fixture format-2-defaults)
   (let ((nested (list :bottom)))
     (dotimes (i 100000)
       (setf nested (list nested i)))
@@ -384,7 +384,7 @@ Gray stream, in each mode."
     (check-same nested (round-trip nested :support-shared-list-structures t) :conses t)
     (check-same nested (round-trip nested :track-references nil) :identity nil)))
 
-(test deeply-nested-vector
+(test (deeply-nested-vector :fixture format-2-defaults)
   (let ((nested (vector :bottom)))
     (dotimes (i 100000)
       (setf nested (vector nested)))
@@ -407,7 +407,7 @@ deferring, their parts land on the far side of the boundary."
         (make-array '(2 2) :initial-element (list 1))
         (list 1 (list 2 (list 3))) (list* 1 2 3)))
 
-(test contents-at-the-deferral-depth
+(test (contents-at-the-deferral-depth :fixture format-2-defaults)
   ;; The writer defers the contents of containers nested deeper than 1000
   ;; levels (+max-physical-depth+); put each object just above, at and just
   ;; below that depth.
@@ -433,7 +433,7 @@ deferring, their parts land on the far side of the boundary."
   (handler-case (progn (binstore:store nil data) nil)
     (binstore:unstorable-object (condition) condition)))
 
-(test unstorable-objects
+(test (unstorable-objects :fixture format-2-defaults)
   (let ((stream (make-string-output-stream)))
     ;; a stream, a mutex and a class are instances (of structure and
     ;; standard classes), refused when their class's descriptor is made
@@ -444,7 +444,7 @@ deferring, their parts land on the far side of the boundary."
         (is (typep condition 'binstore:store-error))
         (is (eq object (and condition (binstore:unstorable-object-object condition))))))))
 
-(test unstorable-object-path
+(test (unstorable-object-path :fixture format-2-defaults)
   (let ((condition (unstorable-condition (list 1 (vector 2 #'car)))))
     (is (not (null condition)))
     (when condition
@@ -460,7 +460,7 @@ deferring, their parts land on the far side of the boundary."
         (is (equal '(:slot x) (first path)) "path ~s" path)
         (is (member '(:value :k) path :test #'equal) "path ~s" path)))))
 
-(test arrays-of-element-type-nil
+(test (arrays-of-element-type-nil :fixture format-2-defaults)
   "Arrays that can hold no element at all keep their element type and shape."
   (dolist (array (list (make-array 3 :element-type nil)
                        (make-array '(2 0) :element-type nil)
@@ -470,7 +470,7 @@ deferring, their parts land on the far side of the boundary."
       (is (equal (array-dimensions array) (array-dimensions copy)))
       (is (eq (array-has-fill-pointer-p array) (array-has-fill-pointer-p copy))))))
 
-(test instance-of-a-redefined-class
+(test (instance-of-a-redefined-class :fixture format-2-defaults)
   "An instance made before its class was redefined is stored as the class is
 now: kept slots keep their values, a new slot is unbound."
   (let ((name (intern (symbol-name (gensym "REDEFINED-")) :binstore-tests)))
@@ -482,7 +482,7 @@ now: kept slots keep their values, a new slot is unbound."
         (is (eql 1 (slot-value copy 'a)))
         (is (not (slot-boundp copy 'b)))))))
 
-(test vector-elements-written-as-list-elements
+(test (vector-elements-written-as-list-elements :fixture format-2-defaults)
   "A simple vector's elements are written with the bytes a list's elements
 get (an independent writer): small integers, which a vector writes four at
 a time, among others, in vectors of every length up to 40."

@@ -14,7 +14,7 @@
   "The buffer binstore keeps of KIND, or NIL."
   (svref binstore::**scratch** kind))
 
-(test kept-table-starts-empty
+(test (kept-table-starts-empty :fixture format-2-defaults)
   ;; A large store leaves its table behind; a store that follows, of data
   ;; sharing objects with the first, must write exactly what it writes with
   ;; nothing kept (a stale entry would turn a first occurrence into a
@@ -31,7 +31,7 @@
         (is (equal second restored))
         (is (eq (first restored) (third restored)))))))
 
-(test kept-id-vectors-hold-nothing
+(test (kept-id-vectors-hold-nothing :fixture format-2-defaults)
   ;; After a restore, the id vectors kept for the next one are all zero, so
   ;; they do not keep the restored objects alive, and a second restore
   ;; reading other data resolves its references to its own objects.
@@ -59,7 +59,7 @@
       (let ((restored (binstore:restore (binstore:store nil shared))))
         (is (eq (first restored) (second restored)))))))
 
-(test scratch-limit-and-release
+(test (scratch-limit-and-release :fixture format-2-defaults)
   (binstore:release-scratch)
   (let ((binstore:*scratch-limit* 0))
     (binstore:store nil (fresh-strings 100000))
@@ -70,7 +70,7 @@
   (is (null (kept-buffer binstore::+scratch-table+)))
   (is (zerop (binstore:release-scratch))))
 
-(test kept-output-region
+(test (kept-output-region :fixture format-2-defaults)
   ;; (STORE NIL ...) keeps its output region: the next store writes into it,
   ;; and nothing of the previous output shows through in a shorter one.
   (binstore:release-scratch)
@@ -95,7 +95,7 @@
     (is (plusp (binstore:release-scratch)))
     (is (null (kept-buffer binstore::+scratch-output+)))))
 
-(test small-stores-allocate-little
+(test (small-stores-allocate-little :fixture format-2-defaults)
   ;; A store of a little data takes its table from the kept ones and makes
   ;; its class descriptor table only for instances: into a vector with
   ;; room, it allocates a few hundred bytes, not the 25 KB a fresh table and
@@ -128,7 +128,7 @@
       (funcall fn))
     (/ (- (sb-ext:get-bytes-consed) before) n)))
 
-(test stores-and-restores-make-no-garbage-per-object
+(test (stores-and-restores-make-no-garbage-per-object :fixture format-2-defaults)
   ;; What a store into a vector with room allocates does not grow with the
   ;; data, and a restore allocates the result: a fixed few kilobytes at
   ;; most besides.  Each part of the data below once made garbage for
@@ -182,7 +182,7 @@
   "True when X is not on a thread's stack: anything binstore keeps."
   (not (sb-ext:stack-allocated-p x)))
 
-(test kept-buffers-live-in-the-heap
+(test (kept-buffers-live-in-the-heap :fixture format-2-defaults)
   ;; The states of a call live on its stack; whatever they hold that
   ;; outlives the call (the kept tables, regions and id vectors) must not.
   (binstore:release-scratch)
@@ -219,7 +219,7 @@ thread's allocation region when it closes it, so a count over few calls is
 off by up to a region.)"
   (< (bytes-consed-per-call 20000 fn) (+ expected 16)))
 
-(test small-calls-allocate-only-their-result
+(test (small-calls-allocate-only-their-result :fixture format-2-defaults)
   ;; A store or restore of a little data keeps its states on the stack and
   ;; its working memory from one call to the next: into a vector with room,
   ;; or from one, it allocates nothing but what it returns.  Before, storing
@@ -249,7 +249,7 @@ off by up to a region.)"
                      "a restore of ~s from raw memory" data)))))
       (sb-alien:free-alien foreign))))
 
-(test small-calls-through-streams-allocate-little
+(test (small-calls-through-streams-allocate-little :fixture format-2-defaults)
   ;; The vector a stream is staged through is kept between calls: a store
   ;; of a little data to a stream allocates nothing, a restore from a file
   ;; stream little besides its result.  Each made its 64 KiB vector before.
@@ -270,7 +270,7 @@ off by up to a region.)"
            (file-position in 0)
            (is (equal data (binstore:restore in)))))))))
 
-(test threads-share-the-kept-buffers
+(test (threads-share-the-kept-buffers :fixture format-2-defaults)
   "Three threads store and restore, small data and large, into fresh
 vectors, vectors with room and streams, while a fourth collects: the kept
 buffers pass from thread to thread (and regions are unmapped when two are
@@ -327,7 +327,7 @@ it is written to: a store running inside a store."))
     (let ((buffer (make-array 4 :element-type '(unsigned-byte 8) :fill-pointer 0 :adjustable t)))
       (push (binstore:restore (binstore:store buffer inner)) (nesting-copies stream)))))
 
-(test stores-inside-stores
+(test (stores-inside-stores :fixture format-2-defaults)
   "A store whose output stream itself stores and restores (through the
 stream's write method) gets no buffer the outer store holds: the staging
 vector, the output region and the tables are taken, not shared, and both

@@ -24,10 +24,8 @@
 
 (declaim (ftype (function (t) nil) circular-list-error)) ; signals, never returns
 (defun circular-list-error (list)
-  (error 'store-error
-         :message (format nil "a circular list (starting ~a ...) cannot be stored ~
-                               without support-shared-list-structures"
-                          (brief (car list)))))
+  "Signal CIRCULAR-LIST for LIST; ENCODE adds the path to it."
+  (error 'circular-list :list list))
 
 (declaim (inline int64-element-p))
 (defun int64-element-p (x)

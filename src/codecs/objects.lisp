@@ -250,7 +250,8 @@ room checked once, anything else through WRITE-OBJECT."
 
 (defstruct (restore-descriptor
             (:constructor make-restore-descriptor
-                (class allocator setters types locations structure-p)))
+                (class allocator setters types locations structure-p
+                 &optional new-slots)))
   class
   (allocator nil :type function)
   (setters #() :type simple-vector)
@@ -259,7 +260,21 @@ room checked once, anything else through WRITE-OBJECT."
   ;; (or its slot vector), the index of each: the values then go straight
   ;; into place, with no setter or type to consult
   (locations nil :type (or null (simple-array fixnum (*))))
-  (structure-p nil :type boolean))
+  (structure-p nil :type boolean)
+  ;; the names of the standard object's slots the stored ones leave out
+  ;; (the class gained them since): initialized from their initforms
+  (new-slots '() :type list))
+
+(defun new-slot-names (class stored-slots)
+  "The names of CLASS's instance slots with an initform that STORED-SLOTS
+\(effective slot definitions, NIL for discarded ones) leave out, for a
+standard class; NIL otherwise."
+  (when (typep class 'standard-class)
+    (loop for slotd in (sb-mop:class-slots class)
+          when (and (eq (sb-mop:slot-definition-allocation slotd) :instance)
+                    (sb-mop:slot-definition-initfunction slotd)
+                    (not (member slotd stored-slots)))
+            collect (sb-mop:slot-definition-name slotd))))
 
 (defun structure-slot-setter (dsd)
   "A function (instance value) storing into the structure slot DSD directly,
@@ -379,7 +394,8 @@ when the caller chose to discard it."
              (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
              (map 'vector (lambda (slotd) (and slotd (slot-ctype slotd))) slots)
              (plain-slot-locations class slots)
-             (typep class 'structure-class)))))))
+             (typep class 'structure-class)
+             (new-slot-names class slots)))))))
 
 (declaim (inline read-instance-header fill-instance))
 (defun read-instance-header (rs)
@@ -420,7 +436,11 @@ when the caller chose to discard it."
   (let ((locations (restore-descriptor-locations d)))
     (if locations
         (fill-plain-slots rs object d locations)
-        (fill-slots-through-setters rs object d))))
+        (fill-slots-through-setters rs object d))
+    (when (restore-descriptor-new-slots d)
+      ;; what CLOS does for slots a redefined class adds: their initforms
+      (shared-initialize object (restore-descriptor-new-slots d)))
+    object))
 
 (defun read-slot-value (rs)
   "A slot's value, or **UNSET** for an unbound slot."

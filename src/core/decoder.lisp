@@ -120,20 +120,57 @@ names it by its rank among the LATER containers."
                     (pending-fill-info pending))
     (setf (rs-depth-base rs) 0 (rs-depth rs) 0)))
 
-;;; The top level ------------------------------------------------------------
+;;; Records ------------------------------------------------------------------
+;;;
+;;; What one STORE writes is a record: [header] [tracking tag] [objects n]
+;;; and one object (or n), each followed by its FILL records.  A record ends
+;;; when its last object and the FILLs it announced are read, so a reader
+;;; never looks past it: on a pipe or a socket it never waits for bytes of
+;;; the next record.
+
+(defun header-start-octets (ib)
+  "Up to eight octets at the reader's position, without reading past the
+window: what a NOT-BINSTORE-DATA message shows."
+  (let ((n (min 8 (available ib))))
+    (loop for i below n
+          collect (sb-sys:sap-ref-8 (ibuf-sap ib) (+ (ibuf-pos ib) i)))))
+
+(defun not-binstore-data (ib message)
+  (error 'not-binstore-data
+         :offset (ibuf-offset ib) :message message
+         :expected (format nil "binstore's header, #x24 \"BST\" and a version (data stored ~
+                                with :output-magic-number nil restores with ~
+                                :require-header nil)")))
+
+(defun describe-octets (octets)
+  "OCTETS as hex, with their ASCII text where they have some."
+  (format nil "~{~2,'0x~^ ~}~@[ (~s)~]" octets
+          (and (>= (length octets) 4) (every (lambda (o) (<= 32 o 126)) octets)
+               (map 'string #'code-char octets))))
 
 (defun read-header (rs)
+  "Read binstore's header, the tag already seen at the reader's position;
+return the version it names."
   (let ((ib (rs-ibuf rs)))
+    (read-u8 ib)
     (loop for expected across +header-octets+
-          do (unless (= (read-u8 ib) expected)
-               (invalid ib "bad magic number" "the octets BST after the header tag"
-                        (1- (ibuf-offset ib)))))
-    (let ((version (read-varint ib)))
+          do (when (at-end-p ib)
+               (not-binstore-data ib "the input ends inside binstore's header"))
+             (unless (= (peek-u8 ib) expected)
+               (not-binstore-data ib (format nil "the input begins with #x24 but not with ~
+                                                   binstore's magic number (then ~a)"
+                                             (describe-octets (header-start-octets ib)))))
+             (read-u8 ib))
+    (when (at-end-p ib)
+      (not-binstore-data ib "the input ends inside binstore's header"))
+    (let* ((start (ibuf-offset ib))
+           (version (read-varint ib)))
       (unless (<= 1 version +format-version+)
         (error 'unsupported-version
-               :version version :offset (ibuf-offset ib)
+               :version version :offset start
                :message (format nil "format version ~d" version)
-               :expected (format nil "a version from 1 to ~d" +format-version+))))))
+               :expected (format nil "a version from 1 to ~d" +format-version+)))
+      version)))
 
 (defun read-tracking-flags (rs)
   "Read the flags byte of +TAG-TRACKING+, the general form of the tracking
@@ -143,48 +180,109 @@ tags."
       (restore-invalid rs (format nil "tracking flags #x~2,'0x" flags) "flags below 4"))
     flags))
 
-(defun read-top-level (rs)
-  "Read every top-level object in the input; return the first and a list of
-the others (no list to make for the usual one)."
-  (let ((ib (rs-ibuf rs))
-        (count 0)
-        (first nil)
-        (others '()))
-    (declare (type index count))
+(defun read-tracking-tag (rs)
+  "Read the tracking tag that may begin a record's contents, and set what
+gets ids from it; without one, objects get ids and conses do not."
+  (let* ((ib (rs-ibuf rs))
+         (flags (case (peek-u8 ib)
+                  (#.+tag-no-tracking+ (read-u8 ib) 0)
+                  (#.+tag-full-tracking+ (read-u8 ib) (logior +track-objects+ +track-conses+))
+                  (#.+tag-tracking+ (read-u8 ib) (read-tracking-flags rs))
+                  (t nil))))
+    (when flags
+      (setf (rs-track rs) (logtest flags +track-objects+)
+            (rs-track-conses rs) (logtest flags +track-conses+)))))
+
+(defun skip-to-record (ib)
+  "Skip the end markers that may close the record before; true when a
+record follows, false at the end of the input."
+  (loop (when (at-end-p ib) (return nil))
+        (if (= (peek-u8 ib) +tag-end+)
+            (read-u8 ib)
+            (return t))))
+
+(defun read-record-object (rs fn)
+  "Read one top-level object and the FILL records it announced; call FN
+with it."
+  (let ((object (read-object rs)))
+    (loop while (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
+          do (let ((ib (rs-ibuf rs)))
+               (unless (= (read-u8 ib) +tag-fill+)
+                 (invalid ib (format nil "~d container~:p announced by LATER not filled"
+                                     (hash-table-count (rs-pending rs)))
+                          "a FILL record for each" (1- (ibuf-offset ib)))))
+             (read-fill rs))
+    (when (rs-postponed rs)
+      (insert-postponed-pairs rs))
+    (funcall fn object)))
+
+(defun too-many-values (rs count max)
+  (error 'restore-limit-exceeded
+         :limit :values :value max :offset (ibuf-offset (rs-ibuf rs))
+         :message (format nil "the record holds ~:d objects, more than RESTORE returns ~
+                               as values; read them with MAP-STORED-OBJECTS or ~
+                               DO-STORED-OBJECTS" count)))
+
+(defun read-record (rs fn &key (require-header t) max-count)
+  "Read the record at the reader's position (SKIP-TO-RECORD found one),
+calling FN with each of its top-level objects in order; return their
+number.  With REQUIRE-HEADER the record must begin with the header
+\(NOT-BINSTORE-DATA).  A record holding more than MAX-COUNT objects (when
+true) signals RESTORE-LIMIT-EXCEEDED, before any is read where the record
+says its count."
+  (let* ((ib (rs-ibuf rs))
+         (version (cond ((= (peek-u8 ib) +tag-header+) (read-header rs))
+                        (require-header
+                         (not-binstore-data
+                          ib (format nil "the input does not begin with binstore's header ~
+                                          (it begins ~a)"
+                                     (describe-octets (header-start-octets ib)))))
+                        (t +format-version+))))
     (when (at-end-p ib)
-      (error 'truncated-input :offset 0 :message "the input is empty"
+      (error 'truncated-input :offset (ibuf-offset ib) :message "the record has no object"
                               :expected "an object"))
-    (when (= (peek-u8 ib) +tag-header+)
-      (read-u8 ib)
-      (read-header rs))
-    (unless (at-end-p ib)
-      (let ((flags (case (peek-u8 ib)
-                     (#.+tag-no-tracking+ (read-u8 ib) 0)
-                     (#.+tag-full-tracking+ (read-u8 ib) (logior +track-objects+ +track-conses+))
-                     (#.+tag-tracking+ (read-u8 ib) (read-tracking-flags rs))
-                     (t nil))))
-        (when flags
-          (setf (rs-track rs) (logtest flags +track-objects+)
-                (rs-track-conses rs) (logtest flags +track-conses+)))))
+    (read-tracking-tag rs)
+    (if (< version 3)
+        (read-version-2-objects rs fn max-count)
+        (let ((count (if (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-objects+))
+                         (progn (read-u8 ib)
+                                (check-count ib (read-varint ib) 1 "a record of objects"))
+                         1)))
+          (when (and max-count (> count max-count))
+            (too-many-values rs count max-count))
+          (dotimes (i count)
+            (read-record-object rs fn))
+          ;; an end marker the window already holds is this record's
+          (when (and (plusp (available ib))
+                     (= (sb-sys:sap-ref-8 (ibuf-sap ib) (ibuf-pos ib)) +tag-end+))
+            (read-u8 ib))
+          count))))
+
+(defun read-version-2-objects (rs fn max-count)
+  "The objects of a record whose header names version 1 or 2: they run to
+the end of the input or to an end marker, FILL records after each."
+  (let ((ib (rs-ibuf rs))
+        (count 0))
+    (declare (type index count))
     (loop
       (when (at-end-p ib) (return))
       (when (= (peek-u8 ib) +tag-end+)
         (read-u8 ib)
         (return))
+      (when (and max-count (>= count max-count))
+        (too-many-values rs (1+ count) max-count))
       (let ((object (read-object rs)))
-        (if (zerop count)
-            (setf first object)
-            (push object others))
-        (incf count))
-      (loop until (or (at-end-p ib) (/= (peek-u8 ib) +tag-fill+))
-            do (read-u8 ib)
-               (read-fill rs))
-      (when (rs-postponed rs)
-        (insert-postponed-pairs rs)))
+        (loop until (or (at-end-p ib) (/= (peek-u8 ib) +tag-fill+))
+              do (read-u8 ib)
+                 (read-fill rs))
+        (when (rs-postponed rs)
+          (insert-postponed-pairs rs))
+        (funcall fn object)
+        (incf count)))
     (when (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
       (restore-invalid rs (format nil "~d container~:p announced by LATER never filled"
                                   (hash-table-count (rs-pending rs)))
                        "a FILL record for each"))
     (when (zerop count)
       (restore-invalid rs "no object before the end marker" "an object"))
-    (values first (nreverse others))))
+    count))

@@ -193,12 +193,21 @@ otherwise (but for a cons) REMEMBER must follow, as WRITTEN-ID says."
           (write-ref (ss-obuf ss) id))
       t)))
 
-(defun depth-limit-error (max track)
-  (error 'limit-exceeded
+(defun depth-limit-error (max track lists)
+  "Signal that the data nests deeper than MAX, naming the option that
+would store it when the store does not keep every identity (TRACK,
+LISTS): such data is most likely circular."
+  (error 'store-limit-exceeded
          :limit :max-depth :value max
-         :message (if track
-                      "the data nests deeper than max-depth"
-                      "the data nests deeper than max-depth (it may be circular: store it with track-references t)")))
+         :message (cond ((not track)
+                         (format nil "the data nests deeper than max-depth (it may be circular, which ~
+                          :track-references nil cannot store: store it with :track-references t, ~
+                          the default)"))
+                        ((not lists)
+                         (format nil "the data nests deeper than max-depth (it may be circular through ~
+                          conses, which :support-shared-list-structures nil cannot store: store ~
+                          it with :support-shared-list-structures t, the default)"))
+                        (t "the data nests deeper than max-depth"))))
 
 (declaim (inline check-store-depth))
 (declaim (inline inline-container-allowed-p))
@@ -214,4 +223,4 @@ check before writing one."
   "Signal LIMIT-EXCEEDED when the logical depth passes max-depth."
   (let ((max (ss-max-depth ss)))
     (when (and max (> (+ (ss-depth ss) (ss-depth-base ss)) max))
-      (depth-limit-error max (ss-track ss)))))
+      (depth-limit-error max (ss-track ss) (ss-lists ss)))))

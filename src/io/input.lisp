@@ -19,6 +19,7 @@
   (pos 0 :type index)                 ; next byte to read, relative to BASE
   (end 0 :type index)                 ; bytes valid in the window
   (consumed 0 :type index)            ; input bytes before BASE
+  (size 0 :type index)                ; a region in memory: its bytes, END or more
   (limit nil :type (or null index))   ; max-to-read
   (cut-by-limit nil)                  ; true when END stops at the limit, not the data
   (refill-fn nil :type (or null function))
@@ -222,7 +223,7 @@ inline in fixnum arithmetic."
   "An IBUF over SIZE bytes at ADDRESS (pinned by the caller).  Inline: its
 caller may keep it on the stack."
   (let ((cut (and limit (> size limit))))
-    (%make-ibuf :base address :end (if cut limit size)
+    (%make-ibuf :base address :end (if cut limit size) :size size
                 :limit limit :cut-by-limit cut)))
 
 ;;; ------------------------------------------------------------------
@@ -232,6 +233,14 @@ caller may keep it on the stack."
 ;;; object never blocks waiting for bytes that belong to the next.
 
 (declaim (inline make-stream-source))  ; kept on the stack by CALL-WITH-STREAM-IBUF
+(defun regular-file-stream-p (stream)
+  "True when STREAM reads a regular file, which can be read ahead and
+seeked back: a pipe or a socket would block reading ahead."
+  (and (typep stream 'sb-sys:fd-stream)
+       (multiple-value-bind (ok device inode mode) (sb-unix:unix-fstat (sb-sys:fd-stream-fd stream))
+         (declare (ignore device inode))
+         (and ok (= (logand mode sb-unix:s-ifmt) sb-unix:s-ifreg)))))
+
 (defstruct (stream-source (:constructor make-stream-source (stream buffer greedy &optional fd)))
   stream
   (buffer nil :type (simple-array (unsigned-byte 8) (*)))
@@ -288,7 +297,7 @@ the window; 8 MB: 1.0 ms against 0.35)."
   (let ((buffer (take-staging size)))
     (unwind-protect
          (sb-sys:with-pinned-objects (buffer)
-           (let* ((source (make-stream-source stream buffer (or fd (typep stream 'file-stream)) fd))
+           (let* ((source (make-stream-source stream buffer (or fd (regular-file-stream-p stream)) fd))
                   (ib (%make-ibuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
                                   :limit limit :refill-fn #'stream-refill :source source)))
              (declare (dynamic-extent source ib)) ; FN is given IB for its extent only
