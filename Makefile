@@ -1,5 +1,6 @@
 # binstore — the two commands a newcomer needs:
-#   make test    installs what is missing, runs the whole suite
+#   make test    installs what is missing, checks that binstore compiles
+#                quietly (make quiet-build), runs the whole suite
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
@@ -13,7 +14,7 @@ SECONDS   ?= 60
 DATASETS  ?=
 MODES     ?=
 
-.PHONY: test bench bench-memory readme-results fuzz deps bench-deps clean
+.PHONY: test quiet-build bench bench-memory readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
 # when missing; as root directly, otherwise through sudo.
@@ -23,8 +24,15 @@ deps:
 bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
 
-test: deps
+test: deps quiet-build
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
+
+# Compiles binstore in a fresh SBCL with an empty fasl cache (a new
+# XDG_CACHE_HOME, removed after) and fails if the compiler printed notes or
+# per-file banners; warnings and style warnings are shown, not counted.
+quiet-build: deps
+	@tmp=$$(mktemp -d) && XDG_CACHE_HOME=$$tmp $(SBCL_RUN) --load tools/load.lisp \
+	  --eval '(binstore-tools:check-quiet-build)'; status=$$?; rm -rf "$$tmp"; exit $$status
 
 bench: bench-deps
 	$(SBCL_RUN) --load tools/load.lisp \

@@ -2,7 +2,7 @@
 
 (defpackage #:binstore-tests
   (:use #:common-lisp #:fiveam)
-  (:export #:run-all #:run-all-and-exit #:all))
+  (:export #:run-all #:run-all-and-exit #:run-from-asdf #:tests-failed #:all))
 
 (in-package #:binstore-tests)
 

@@ -9,14 +9,57 @@
 
 (defpackage #:binstore-tools
   (:use #:common-lisp)
-  (:export #:run-tests #:run-bench #:run-memory-bench #:update-readme-results #:run-fuzz))
+  (:export #:run-tests #:check-quiet-build #:run-bench #:run-memory-bench
+           #:update-readme-results #:run-fuzz))
 
 (in-package #:binstore-tools)
 
 (defun run-tests ()
-  "Build and run the whole test suite; exit 0 only when nothing failed."
+  "Build and run the whole test suite; exit 0 only when nothing failed.
+\(Only this exits: (asdf:test-system \"binstore\") returns.)"
   (asdf:load-system "binstore/tests")
   (uiop:symbol-call :binstore-tests :run-all-and-exit))
+
+(defun split-lines (string)
+  (with-input-from-string (in string)
+    (loop for line = (read-line in nil) while line collect line)))
+
+(defparameter *build-noise*
+  '("; note:" "; compiling file " "; wrote " "; compilation finished in " "; compiling (")
+  "How the lines a quiet build of binstore must not print begin: SBCL's
+compiler notes and COMPILE-FILE's banners.")
+
+(defun noise-line-p (line)
+  (some (lambda (prefix) (eql 0 (search prefix line))) *build-noise*))
+
+(defun check-quiet-build ()
+  "Compile and load binstore in this image, which must have an empty fasl
+cache (make runs it with XDG_CACHE_HOME set to a new directory); let what the
+build prints through, and exit 1 when it printed compiler notes or per-file
+banners (binstore.asd's :around-compile hook muffles them), 0 otherwise.
+Warnings and style warnings are shown but not counted: they are for the
+authors to read, not for this check to judge."
+  (let* ((component (asdf:find-component "binstore" '("api" "api")))
+         (fasl (first (asdf:output-files (asdf:make-operation 'asdf:compile-op) component)))
+         (log (make-string-output-stream)))
+    (when (probe-file fasl)
+      (format *error-output* "~&check-quiet-build: ~A exists: the fasl cache is not empty~%" fasl)
+      (uiop:quit 2))
+    (let* ((tee (make-broadcast-stream *standard-output* log))
+           (*standard-output* tee)
+           (*error-output* tee)
+           (*trace-output* tee))
+      (asdf:load-system "binstore"))
+    (unless (probe-file fasl)
+      (format *error-output* "~&check-quiet-build: ~A was not written: nothing was compiled~%" fasl)
+      (uiop:quit 2))
+    (let* ((lines (split-lines (get-output-stream-string log)))
+           (noise (count-if #'noise-line-p lines)))
+      (format t "~&Quiet build: binstore compiled in an empty cache printed ~D line~:P, ~
+                 ~D of them compiler notes or file banners.~%"
+              (length lines) noise)
+      (finish-output)
+      (uiop:quit (if (zerop noise) 0 1)))))
 
 (defun split-words (string)
   (let ((words '()) (start nil))
