@@ -516,3 +516,18 @@ paths under this fixture, and SAFE-DEFAULTS tests the defaults of now."
         (binstore:*require-header* nil)
         (binstore:*support-shared-list-structures* nil))
     (&body)))
+
+(defun make-option-thread (function &rest keys)
+  "SB-THREAD:MAKE-THREAD for a thread that sees the options' values of the
+thread making it: a new thread sees the global values of special
+variables, not the bindings of a fixture such as FORMAT-2-DEFAULTS."
+  (let ((magic binstore:*output-magic-number*)
+        (header binstore:*require-header*)
+        (lists binstore:*support-shared-list-structures*))
+    (apply #'sb-thread:make-thread
+           (lambda ()
+             (let ((binstore:*output-magic-number* magic)
+                   (binstore:*require-header* header)
+                   (binstore:*support-shared-list-structures* lists))
+               (funcall function)))
+           keys)))

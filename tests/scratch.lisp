@@ -291,7 +291,7 @@ data."
          (let ((workers
                  (loop for k below 3
                        collect (let ((k k))
-                                 (sb-thread:make-thread
+                                 (make-option-thread
                                   (lambda ()
                                     (let ((buffer (make-array 10 :element-type '(unsigned-byte 8)
                                                                  :fill-pointer 0 :adjustable t)))
