@@ -98,6 +98,7 @@ for other systems' files."
                (:file "random" :depends-on ("compare" "generator"))
                (:file "golden" :depends-on ("package"))
                (:file "places" :depends-on ("compare" "generator"))
+               (:file "kernel" :depends-on ("compare" "places"))
                (:file "list-output" :depends-on ("places"))
                (:file "hostile" :depends-on ("package" "places"))
                (:file "scratch" :depends-on ("compare" "places"))

@@ -42,6 +42,13 @@
 ;;;; It needs Linux 5.14; on an older kernel the first refusal (EINVAL)
 ;;;; turns it off.  Any other failure only leaves the faults to the copy, as
 ;;;; without it.  On other systems it does nothing.
+;;;;
+;;;; Those calls (mincore, the two madvise, and the clock that times a
+;;;; collapse) go through one structure, *MEMORY-KERNEL*, whose functions
+;;;; are the system calls: what the kernel does with them is its own choice
+;;;; (it may make huge pages of its own accord, take pages back, collapse
+;;;; slowly on a loaded machine), so the tests check what binstore asks of
+;;;; it against a simulated kernel bound there (tests/kernel.lisp).
 
 (in-package #:binstore)
 
@@ -88,8 +95,14 @@ yet, and sets nothing on the mapping; NIL keeps to 4 KiB pages.")
   "Whether MADV_COLLAPSE makes huge pages here: :UNKNOWN until
 HUGE-PAGES-P has probed it, then T or NIL.")
 
+(defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
+(defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
+
+;;; The system calls themselves.  Nothing calls them but through
+;;; *MEMORY-KERNEL*, below.
+
 #+linux
-(defun unmapped-pages (start pages)
+(defun system-unmapped-pages (start pages)
   "How many of the PAGES pages (at most +PREFAULT-CHUNK-PAGES+) from the page
 address START are not mapped in, according to mincore; NIL if it refuses."
   (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
@@ -116,27 +129,87 @@ address START are not mapped in, according to mincore; NIL if it refuses."
       0
       (sb-alien:get-errno)))
 
-(defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
-(defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
+#+linux
+(defun system-populate (start bytes)
+  "madvise(START, BYTES, MADV_POPULATE_WRITE): 0, or the errno of its failure."
+  (declare (type sb-ext:word start bytes))
+  (madvise start bytes +madv-populate-write+))
+
+#+linux
+(defun system-collapse (start bytes)
+  "madvise(START, BYTES, MADV_COLLAPSE): 0, or the errno of its failure."
+  (declare (type sb-ext:word start bytes))
+  (madvise start bytes +madv-collapse+))
+
+#+linux
+(defun system-microseconds ()
+  "Microseconds on CLOCK_MONOTONIC.  Not GET-INTERNAL-REAL-TIME: in this SBCL
+it reads the coarse clock, which advances by 4 ms at a time."
+  (multiple-value-bind (seconds nanoseconds) (sb-unix::clock-gettime 1) ; CLOCK_MONOTONIC
+    (+ (* seconds 1000000) (floor nanoseconds 1000))))
+
+;;; The seam (see the top of this file).
+
+#+linux
+(defstruct (memory-kernel (:copier nil) (:predicate nil))
+  "The calls PREFAULT makes to the kernel for memory it is about to fill, as
+functions; each slot defaults to the real system call.  Addresses are
+integers; binstore calls them a few times per 2 MiB chunk of a range, never
+per page or per object.
+  UNMAPPED-PAGES (START PAGES): START a page address, PAGES from 1 to
++PREFAULT-CHUNK-PAGES+, all in one aligned 2 MiB chunk.  Returns how many
+of those pages are not mapped in (0 to PAGES), or NIL when the kernel does
+not tell (mincore).
+  POPULATE (START BYTES): START a page address, BYTES a whole number of
+pages, all in one aligned 2 MiB chunk.  Maps those pages in, writable,
+keeping what they hold (MADV_POPULATE_WRITE).  Returns 0, or the errno of
+a failure: EINVAL says the kernel lacks it, and turns prefaulting off.
+  COLLAPSE (START BYTES): START 2 MiB-aligned, BYTES +HUGE-PAGE-BYTES+, its
+first page just populated.  Makes the chunk one huge page, keeping what its
+pages hold (MADV_COLLAPSE).  Returns 0, or the errno of a failure.
+  MICROSECONDS (): an integer count of microseconds on a monotonic clock;
+read before and after each COLLAPSE to tell a slow one (TRY-HUGE-PAGE)."
+  (unmapped-pages #'system-unmapped-pages :type function :read-only t)
+  (populate #'system-populate :type function :read-only t)
+  (collapse #'system-collapse :type function :read-only t)
+  (microseconds #'system-microseconds :type function :read-only t))
+
+#+linux
+(declaim (type memory-kernel *memory-kernel*))
+#+linux
+(defvar *memory-kernel* (make-memory-kernel)
+  "The MEMORY-KERNEL every call of PREFAULT (and of the probe behind
+HUGE-PAGES-P) goes through: the real system calls.  Bound to another only
+by tests, to a simulated kernel; a binding holds in its own thread only.")
+
+#+linux
+(defun unmapped-pages (start pages)
+  "How many of the PAGES pages (at most +PREFAULT-CHUNK-PAGES+, in one
+aligned 2 MiB chunk) from the page address START are not mapped in; NIL if
+the kernel does not tell (*MEMORY-KERNEL*)."
+  (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
+  (funcall (memory-kernel-unmapped-pages *memory-kernel*) start pages))
 
 #+linux
 (defun populate (start bytes)
   "Map in the pages of the BYTES bytes from the page address START
-(MADV_POPULATE_WRITE); true if it did.  A refusal as unknown turns it off."
+(MADV_POPULATE_WRITE, through *MEMORY-KERNEL*); true if it did.  A refusal
+as unknown turns it off."
   (declare (type sb-ext:word start bytes))
-  (let ((errno (madvise start bytes +madv-populate-write+)))
-    (when (= errno sb-posix:einval)
+  (let ((errno (funcall (memory-kernel-populate *memory-kernel*) start bytes)))
+    (when (eql errno sb-posix:einval)
       (setf **populate-write-works** nil))
-    (= errno 0)))
+    (eql errno 0)))
 
 #+linux
 (defun make-huge-page (start)
   "Make the unmapped 2 MiB at the aligned address START one huge page:
 populate its first page (a collapse needs a page table there), then
-collapse it; true if that worked.  The memory reads as before (zeros)."
+collapse it (through *MEMORY-KERNEL*); true if that worked.  The memory
+reads as before (zeros)."
   (declare (type sb-ext:word start))
   (and (populate start +page-bytes+)
-       (= 0 (madvise start +huge-page-bytes+ +madv-collapse+))))
+       (eql 0 (funcall (memory-kernel-collapse *memory-kernel*) start +huge-page-bytes+))))
 
 #+linux
 (defun thp-never-p ()
@@ -182,11 +255,12 @@ pages would have (740–840 µs): the kernel had to compact memory, or the
 host to fault the block in, and the next ones are likely to cost as much.")
 
 #+linux
+(declaim (inline monotonic-microseconds))
+#+linux
 (defun monotonic-microseconds ()
-  "Microseconds on CLOCK_MONOTONIC.  Not GET-INTERNAL-REAL-TIME: in this SBCL
-it reads the coarse clock, which advances by 4 ms at a time."
-  (multiple-value-bind (seconds nanoseconds) (sb-unix::clock-gettime 1) ; CLOCK_MONOTONIC
-    (+ (* seconds 1000000) (floor nanoseconds 1000))))
+  "Microseconds on a monotonic clock (CLOCK_MONOTONIC, through
+*MEMORY-KERNEL*), to time a collapse."
+  (funcall (memory-kernel-microseconds *memory-kernel*)))
 
 (defconstant +shortest-huge-page-pause+ 2
   "The whole chunks mapped in small pages after a slow or failed collapse
