@@ -35,7 +35,9 @@ for other systems' files."
     :components ((:file "package")
                  (:file "conditions" :depends-on ("package"))
                  (:file "options" :depends-on ("package"))
-                 (:file "tags" :depends-on ("package"))
+                 ;; the format as data; tags.lisp derives its constants from it
+                 (:file "format/grammar" :depends-on ("package" "options"))
+                 (:file "tags" :depends-on ("package" "format/grammar"))
                  (:file "prefetch" :depends-on ("package"))
                  (:file "scratch" :depends-on ("package"))))
    (:module "io"
@@ -76,7 +78,13 @@ for other systems' files."
    (:module "api"
     :pathname "src"
     :depends-on ("engine")
-    :components ((:file "api")))))
+    :components ((:file "api")))
+   ;; the reference decoder and EXPLAIN, built on the grammar alone
+   (:module "reference"
+    :pathname "src"
+    :depends-on ("base")
+    :components ((:file "format/reference")
+                 (:file "explain" :depends-on ("format/reference"))))))
 
 (defsystem "binstore/fuzz"
   :description "Mutation fuzzer for binstore's restore side."
@@ -104,6 +112,7 @@ for other systems' files."
                (:file "scratch" :depends-on ("compare" "places"))
                (:file "prefetch" :depends-on ("compare" "generator"))
                (:file "fuzz" :depends-on ("package"))
+               (:file "grammar" :depends-on ("compare" "generator" "random"))
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package")))
   ;; Returns, or signals an error when a test failed; never exits the image

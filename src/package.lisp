@@ -17,6 +17,8 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:map-stored-objects
    #:do-stored-objects
    #:+max-values+
+   ;; Reading the bytes
+   #:explain
    ;; Defaults, each overridable per call by the keyword of the same name
    #:*track-references*
    #:*support-shared-list-structures*

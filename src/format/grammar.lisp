@@ -281,9 +281,11 @@ name of the test follows as an object).")
     (:specialized-vector #x15 :role :object :kind :leaf :ids :tracked
      :parts ((:element-type code)
              (:varint n)
-             (:check (eq (element-form code) :raw) "a raw element type code")
+             (:check (member (element-form code) :raw :none) "a raw element type code")
              (:if (= code 24)
-                  ((:charge n))
+                  ((:charge n)
+                   ;; no bytes bound the length of a vector of element type NIL
+                   (:check (< n array-dimension-limit) "a length below array-dimension-limit"))
                   ((:room (raw-bytes code n))))
              (:charge (+ 16 (raw-bytes code n)))
              (:payload elements code n))
@@ -368,7 +370,7 @@ name of the test follows as an object).")
                (2 (:object namestring :type string :label "namestring"))))
      :summary "see below")
     (:instance #x1D :role :object :kind :container :ids :container
-     :parts ((:object descriptor :type class-descriptor :label "class")
+     :parts ((:object descriptor :type format-descriptor :label "class")
              (:charge (* 8 (+ 2 (descriptor-slot-count descriptor)))))
      :contents ((:objects values (descriptor-slot-count descriptor) :unbound t
                           :labels (descriptor-slot-labels descriptor)))
@@ -536,6 +538,18 @@ DESCRIPTOR-SLOT-LABELS read it."
   (kind 0)
   (class-name nil)
   (slot-names '() :type list))
+
+(defun pathname-component-p (x)
+  "True for what a pathname component may be in the format: NIL, a string,
+a keyword, an integer, or a proper list of strings and keywords."
+  (or (null x) (stringp x) (keywordp x) (integerp x)
+      (and (consp x)
+           (handler-case (list-length x) (type-error () nil)) ; NIL when circular
+           (every (lambda (e) (or (stringp e) (keywordp e))) x))))
+
+(deftype pathname-component ()
+  "A value PATHNAME-COMPONENT-P takes: the :TYPE of a pathname's components."
+  '(satisfies pathname-component-p))
 
 (defun dimensions-product (list)
   "The product of the integers of LIST."
