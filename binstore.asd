@@ -104,7 +104,7 @@ for other systems' files."
                (:file "roundtrip" :depends-on ("compare" "generator"))
                (:file "identity" :depends-on ("compare" "generator"))
                (:file "random" :depends-on ("compare" "generator"))
-               (:file "golden" :depends-on ("package"))
+               (:file "golden" :depends-on ("package" "compare"))
                (:file "places" :depends-on ("compare" "generator"))
                (:file "kernel" :depends-on ("compare" "places"))
                (:file "list-output" :depends-on ("places"))
@@ -113,6 +113,7 @@ for other systems' files."
                (:file "prefetch" :depends-on ("compare" "generator"))
                (:file "fuzz" :depends-on ("package"))
                (:file "grammar" :depends-on ("compare" "generator" "random"))
+               (:file "defaults" :depends-on ("compare" "places"))
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package")))
   ;; Returns, or signals an error when a test failed; never exits the image
