@@ -90,8 +90,6 @@
 
 (in-package #:binstore)
 
-(eval-when (:compile-toplevel :load-toplevel :execute)
-
 ;;; Element types -------------------------------------------------------------
 
 (defparameter +element-type-grammar+
@@ -690,5 +688,3 @@ generated from +ELEMENT-TYPE-GRAMMAR+."
               (format out "~d | ~(~a~) | ~a |~%" (first right) (second right)
                       (element-type-bits-text (first right)))
               (format out "| | |~%")))))))
-
-) ; eval-when
