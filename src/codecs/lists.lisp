@@ -795,10 +795,11 @@ window while it holds them, with one comparison each, then through READ-S64
   "Read the cars of RUN, then (for a dotted run) its tail, following runs
 of runs iteratively."
   (declare (type restore-state rs))
-  (when (= tag +tag-int64-list+)
-    (fill-int64-cars rs run)
-    (return-from fill-list))
   (loop
+    ;; a packed run ends the list, first or continuing a dotted one
+    (when (= tag +tag-int64-list+)
+      (fill-int64-cars rs run)
+      (return))
     (let ((last (fill-cars rs run)))
       (when (= tag +tag-list+)
         (return))

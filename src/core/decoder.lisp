@@ -9,6 +9,11 @@
 (defun read-tagged (rs tag)
   "Read the object whose TAG (a type tag) was just consumed."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
+  ;; Headers hold objects too (a symbol's package, a ratio's parts, an
+  ;; instance's descriptor, a displaced array's target): input can nest
+  ;; them without any container's contents, so the stack is checked here.
+  (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor rs))
+    (restore-too-deep rs))
   (let ((ib (rs-ibuf rs)))
     (case tag
       (#.+tag-nil+ nil)
