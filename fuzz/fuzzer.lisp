@@ -701,15 +701,52 @@ bytes to 0, and start over while that makes progress."
     path))
 
 ;;; ------------------------------------------------------------------
+;;; The differential check: the fast decoder against the reference decoder
+
+(defun outcome-signature (thunk)
+  "What THUNK (a restore returning a list of objects) did, in a form two
+decoders' outcomes compare by: (:values octets) with the objects stored
+again (NIL where they cannot be: then only that they returned counts), or
+\(:condition class-name)."
+  (handler-case
+      (let ((objects (funcall thunk)))
+        (list :values (ignore-errors
+                       (binstore:store nil objects :output-magic-number nil))))
+    (binstore:binstore-error (c) (list :condition (type-of c)))
+    (serious-condition (c) (list :crash (type-of c)))))
+
+(defun differential-disagreement (octets intern-symbols max-to-read)
+  "NIL when RESTORE and the reference decoder (BINSTORE::REFERENCE-RESTORE)
+agree on OCTETS: the same objects (compared by their stored bytes) or the
+same condition class.  Otherwise a string saying how they differ."
+  (let* ((keys (list :max-to-read max-to-read :intern-symbols intern-symbols
+                     :require-header nil))
+         (fast (outcome-signature
+                (lambda () (multiple-value-list (apply #'binstore:restore octets keys)))))
+         (reference (outcome-signature
+                     (lambda () (values (apply #'binstore::reference-restore octets
+                                               :max-count binstore:+max-values+ keys))))))
+    (unless (or (equalp fast reference)
+                ;; both returned, and one result cannot be stored again
+                (and (eq (first fast) :values) (eq (first reference) :values)
+                     (or (null (second fast)) (null (second reference)))))
+      (format nil "fast ~s, reference ~s"
+              (if (eq (first fast) :values) :returned (second fast))
+              (if (eq (first reference) :values) :returned (second reference))))))
+
+;;; ------------------------------------------------------------------
 ;;; The driver
 
-(defun fuzz (&key (seconds nil) (iterations nil) (seed 42) (verbose t))
+(defun fuzz (&key (seconds nil) (iterations nil) (seed 42) (verbose t) (differential t))
   "Restore mutated copies of a corpus of valid files until SECONDS have
 passed or ITERATIONS inputs were tried (whichever comes first; 60 seconds
 when neither is given), with random state seeded by SEED.  Every input that
 makes RESTORE fail otherwise than by returning or signalling a BINSTORE-ERROR
-is shrunk, saved under tests/fuzz-regressions/ and printed.  Prints a summary
-line when VERBOSE.  Returns T when no failure was found, NIL otherwise; the
+is shrunk, saved under tests/fuzz-regressions/ and printed.  With
+DIFFERENTIAL, every input restored from a simple vector is also read by the
+reference decoder, and an input on which the two differ (other objects, or
+another condition class) counts as a failure and is printed.  Prints a
+summary line when VERBOSE.  Returns T when no failure was found, NIL otherwise; the
 second value is a plist of counts (:inputs :returned :invalid-input
 :limit-exceeded :other-binstore-error :failures)."
   (when (and (null seconds) (null iterations))
@@ -723,6 +760,8 @@ second value is a plist of counts (:inputs :returned :invalid-input
          (counts (list :returned 0 :invalid-input 0 :limit-exceeded 0
                        :binstore-error 0 :failure 0))
          (failures (make-hash-table :test 'equal))
+         (compared 0)
+         (disagreements 0)
          (tried 0))
     (when (null corpus)
       (when verbose (format t "~&fuzz: empty corpus, nothing to fuzz~%"))
@@ -741,6 +780,16 @@ second value is a plist of counts (:inputs :returned :invalid-input
         (multiple-value-bind (outcome condition)
             (try-input input :route route :intern-symbols intern-symbols)
           (incf (getf counts outcome))
+          (when (and differential (eq route :vector) (not (eq outcome :failure)))
+            (incf compared)
+            (let ((difference (differential-disagreement input intern-symbols
+                                                         (* 64 1024 1024))))
+              (when difference
+                (when (and verbose (< disagreements 10))
+                  (format t "~&fuzz: DISAGREEMENT ~a~%  input ~d bytes: ~a~%"
+                          difference (length input) (hex-string input))
+                  (finish-output))
+                (incf disagreements))))
           (when (eq outcome :failure)
             ;; Shrinking is slow: only the first input of each kind of
             ;; failure (kind and report, digits ignored) is shrunk and saved.
@@ -768,17 +817,20 @@ second value is a plist of counts (:inputs :returned :invalid-input
       (when verbose
         (format t "~&fuzz: ~d inputs in ~,1f s (~d inputs/s), corpus ~d files: ~
                    returned ~d, invalid-input ~d, limit-exceeded ~d, ~
-                   other binstore errors ~d, failures ~d (~d distinct)~%"
+                   other binstore errors ~d, failures ~d (~d distinct); ~
+                   ~d compared with the reference decoder, ~d disagreement~:p~%"
                 tried elapsed (round tried elapsed) (length corpus)
                 (getf counts :returned) (getf counts :invalid-input)
                 (getf counts :limit-exceeded) (getf counts :binstore-error)
-                failure-count (hash-table-count failures))
+                failure-count (hash-table-count failures) compared disagreements)
         (finish-output))
-      (values (zerop failure-count)
+      (values (and (zerop failure-count) (zerop disagreements))
               (list :inputs tried
                     :returned (getf counts :returned)
                     :invalid-input (getf counts :invalid-input)
                     :limit-exceeded (getf counts :limit-exceeded)
                     :other-binstore-error (getf counts :binstore-error)
                     :failures failure-count
+                    :compared compared
+                    :disagreements disagreements
                     :missing-tags missing)))))

@@ -82,10 +82,11 @@ characters)."
 could follow (for element type NIL, there is none: charge COUNT instead).
 WHAT names the payload's bytes in the message."
   (if (= code +element-type-nil+)
-      (if (< count array-dimension-limit)
-          (charge rs count)
+      (progn
+        (charge rs count)               ; the limit first, as for any vector
+        (unless (< count array-dimension-limit)
           (restore-invalid rs (format nil "a vector of element type NIL of ~d elements" count)
-                           "a length below ARRAY-DIMENSION-LIMIT"))
+                           "a length below ARRAY-DIMENSION-LIMIT")))
       ;; a count this large can never fit: clamped, it still fails the check
       (check-count (rs-ibuf rs) (min (payload-bytes code count) (expt 2 62)) 1 what)))
 
