@@ -111,6 +111,7 @@ for other systems' files."
                (:file "hostile" :depends-on ("package" "places"))
                (:file "scratch" :depends-on ("compare" "places"))
                (:file "prefetch" :depends-on ("compare" "generator"))
+               (:file "files" :depends-on ("places"))
                (:file "fuzz" :depends-on ("package"))
                (:file "grammar" :depends-on ("compare" "generator" "random"))
                (:file "defaults" :depends-on ("compare" "places"))

@@ -1,51 +1,513 @@
 ;;;; Files as places: where STORE writes a file and RESTORE reads one.
 ;;;;
-;;;; Writing replaces the file atomically: a temporary file in the same
-;;;; directory is written, synced, renamed over the old one, and the
-;;;; directory is synced, so a crash leaves the old file or the new one.
+;;;; What storing to a file name does (the paragraph the README repeats):
+;;;;
+;;;;   Storing to a file name never writes into the old file.  A regular
+;;;;   file is replaced atomically: the data goes to a new temporary file in
+;;;;   the same directory (NAME.XXXX.tmp), which is synced, renamed over the
+;;;;   old file, and the directory is synced; a crash or an error leaves the
+;;;;   old file or the new one, never a mix, and no temporary file.  The new
+;;;;   file gets the old one's permission bits exactly (the umask does not
+;;;;   apply) and, where the system permits, its owner and group: root keeps
+;;;;   both; another user keeps the group if they belong to it, and the file
+;;;;   becomes theirs.  ACLs, extended attributes and times are not copied.
+;;;;   A new file gets #o666 less the umask.  Because the file is replaced,
+;;;;   hard links to it are split: the name stored to holds the new data,
+;;;;   every other name keeps the old data.  A symbolic link (or a chain of
+;;;;   them, relative or absolute) is followed and its final target
+;;;;   replaced the same way, with the temporary file in the target's
+;;;;   directory; the link itself stays a link, and a dangling link makes
+;;;;   its target (whose directory must exist).  More than 40 links in a
+;;;;   chain (a loop) is an error.  A FIFO or a character device (a
+;;;;   terminal, /dev/null) is written through: opened for writing, never
+;;;;   created, truncated or renamed; a FIFO is waited on until a reader
+;;;;   opens it.  A directory, a block device or a socket is refused.  A file
+;;;;   that cannot be used, and any open, sync, rename or close that fails,
+;;;;   signals BINSTORE-FILE-ERROR (a FILE-ERROR) naming the place as given
+;;;;   and saying what failed; a write that fails (a full disk, a FIFO whose
+;;;;   reader left) is the STORE-ERROR of the writer.  Restoring from a file
+;;;;   name follows links, reads a FIFO or device to its end, and refuses a
+;;;;   directory the same way.
+;;;;
+;;;; Interrupts: descriptors are taken and given back with interrupts
+;;;; deferred (open + recording the descriptor, close + forgetting it,
+;;;; rename + noting it, unlink), and so are the other short system calls
+;;;; (stat, readlink, fcntl, fchown, fchmod: SB-POSIX and SB-UNIX may call
+;;;; malloc there, which a non-local exit must not leave).  Interrupts are
+;;;; enabled only around the long parts: FN, fsync, waiting for a FIFO.  So
+;;;; an interrupt that leaves by a non-local exit (WITH-TIMEOUT,
+;;;; INTERRUPT-THREAD) never leaks a descriptor, never closes one twice,
+;;;; and never leaves a temporary file.
 
 (in-package #:binstore)
 
-(defun file-mode-for (target)
-  "The permission bits for a file written at TARGET: those of the file it
-replaces, or #o666 (masked by the umask) for a new one."
-  (handler-case (logand #o7777 (sb-posix:stat-mode (sb-posix:stat target)))
-    (sb-posix:syscall-error () #o666)))
+(defconstant +max-symlinks+ 40
+  "The longest chain of symbolic links followed to the file a store writes,
+as Linux's own limit for path lookup.")
 
-(defun sync-directory (directory)
-  (let ((fd (sb-posix:open directory sb-posix:o-rdonly)))
-    (unwind-protect (sb-posix:fsync fd)
-      (sb-posix:close fd))))
+(defconstant +o-cloexec+ #+linux #o2000000 #-linux 0
+  "O_CLOEXEC, which SB-POSIX does not export: descriptors binstore opens are
+not inherited by programs started meanwhile (RUN-PROGRAM in another thread).")
+
+(defconstant +unchanged-id+ #xFFFFFFFF
+  "(uid_t) -1, the owner or group that fchown(2) leaves as it is.")
+
+(defconstant +temporary-name-octets+ 200
+  "The longest part of a file's name, in UTF-8 octets, kept in its temporary
+file's name, so that the temporary name stays below NAME_MAX (255).")
+
+;;; Errors -------------------------------------------------------------------
+
+(defun file-fail (place control &rest arguments)
+  "Signal a BINSTORE-FILE-ERROR whose FILE-ERROR-PATHNAME is PLACE (as the
+caller gave it) and whose message is CONTROL applied to ARGUMENTS."
+  (error 'binstore-file-error :pathname place
+                              :message (apply #'format nil control arguments)))
+
+(defun errno-fail (place errno control &rest arguments)
+  "Signal a BINSTORE-FILE-ERROR about PLACE: CONTROL applied to ARGUMENTS
+says what failed, followed by the system's text for ERRNO."
+  (file-fail place "~?: ~a" control arguments (sb-int:strerror errno)))
+
+(defun call-deferred (function)
+  "Call FUNCTION, a short system call through SB-POSIX, with interrupts
+deferred (so that no non-local exit leaves it half done, inside malloc or
+with a result not yet recorded); return its value, or NIL and the errno of
+the SB-POSIX:SYSCALL-ERROR it signalled.  Nothing is signalled out of the
+deferred section."
+  (sb-sys:without-interrupts
+    (handler-case (values (funcall function) nil)
+      (sb-posix:syscall-error (e) (values nil (sb-posix:syscall-errno e))))))
+
+(defun call-reporting-errors (place ignored-errnos function control &rest arguments)
+  "Call FUNCTION with CALL-DEFERRED and return its value.  A system call
+failing with an errno in IGNORED-ERRNOS makes it return NIL; any other
+errno signals a BINSTORE-FILE-ERROR about PLACE saying CONTROL applied to
+ARGUMENTS and the system's text for the errno."
+  (multiple-value-bind (value errno) (call-deferred function)
+    (cond ((null errno) value)
+          ((member errno ignored-errnos) nil)
+          (t (apply #'errno-fail place errno control arguments)))))
+
+;;; Names and kinds of files -------------------------------------------------
+
+(defun place-native-namestring (place)
+  "Return the native namestring of the file PLACE (a string or pathname,
+merged with *DEFAULT-PATHNAME-DEFAULTS*, logical pathnames translated) and
+the merged pathname.  A wild pathname, a name with neither name nor type
+\(a directory's), or one that cannot be turned into a native name signals
+BINSTORE-FILE-ERROR."
+  (let ((path (handler-case (merge-pathnames place)
+                (error () (file-fail place "not a valid file name")))))
+    (when (wild-pathname-p path)
+      (file-fail place "is a wild pathname; a file place must name one file"))
+    (unless (or (pathname-name path) (pathname-type path))
+      (file-fail place "is a directory name, not a file name"))
+    (values (handler-case (coerce (sb-ext:native-namestring (translate-logical-pathname path)
+                                                            :as-file t)
+                                  'simple-string)
+              (error () (file-fail place "cannot be turned into a native file name")))
+            path)))
+
+(defun split-native-namestring (native)
+  "Return NATIVE's directory part, up to and including its last slash (\"\"
+when it has none), and the name after it."
+  (let ((slash (position #\/ native :from-end t)))
+    (if slash
+        (values (subseq native 0 (1+ slash)) (subseq native (1+ slash)))
+        (values "" native))))
+
+(defstruct (file-status (:constructor make-file-status (mode uid gid size))
+                        (:copier nil) (:predicate nil))
+  "What binstore uses of stat(2)'s answer about a file.  A structure, not
+SB-POSIX's STAT, a CLOS instance whose first construction compiles code."
+  (mode 0 :type (unsigned-byte 32) :read-only t)
+  (uid 0 :type (unsigned-byte 32) :read-only t)
+  (gid 0 :type (unsigned-byte 32) :read-only t)
+  (size 0 :type (unsigned-byte 63) :read-only t))
+
+(defun file-status (file &key follow)
+  "Return the FILE-STATUS of FILE, a native file name (lstat(2), or stat(2)
+when FOLLOW, which follows a final symbolic link) or a descriptor
+\(fstat(2)); or NIL and the errno.  Runs with interrupts deferred and never
+signals."
+  (sb-sys:without-interrupts
+    (multiple-value-bind (ok errno-or-dev ino mode nlink uid gid rdev size)
+        (cond ((integerp file) (sb-unix:unix-fstat file))
+              (follow (sb-unix:unix-stat file))
+              (t (sb-unix:unix-lstat file)))
+      (declare (ignore ino nlink rdev))
+      (if ok
+          (values (make-file-status mode uid gid size) nil)
+          (values nil errno-or-dev)))))
+
+(defun file-kind (status)
+  "The kind of file the FILE-STATUS STATUS describes: :REGULAR, :DIRECTORY,
+:SYMLINK, :FIFO, :CHARACTER-DEVICE, :BLOCK-DEVICE, :SOCKET or :UNKNOWN."
+  (let ((type (logand (file-status-mode status) sb-posix:s-ifmt)))
+    (cond ((= type sb-posix:s-ifreg) :regular)
+          ((= type sb-posix:s-ifdir) :directory)
+          ((= type sb-posix:s-iflnk) :symlink)
+          ((= type sb-posix:s-ififo) :fifo)
+          ((= type sb-posix:s-ifchr) :character-device)
+          ((= type sb-posix:s-ifblk) :block-device)
+          ((= type sb-posix:s-ifsock) :socket)
+          (t :unknown))))
+
+(defun kind-description (kind)
+  "KIND (see FILE-KIND) in words, with its article."
+  (ecase kind
+    (:regular "a regular file")
+    (:directory "a directory")
+    (:symlink "a symbolic link")
+    (:fifo "a FIFO")
+    (:character-device "a character device")
+    (:block-device "a block device")
+    (:socket "a socket")
+    (:unknown "a file of unknown kind")))
+
+(defun resolve-file-target (native place)
+  "Follow the native file name NATIVE through symbolic links to the file a
+store should write: return its native name and its FILE-STATUS, or NIL
+for the status when it does not exist (a new file, or a dangling link's
+target).  A relative link is read relative to the link's own directory.  A
+chain of more than +MAX-SYMLINKS+ links (a loop), or a name that cannot be
+looked at (a component that is not a directory, no permission), signals
+BINSTORE-FILE-ERROR about PLACE."
+  (loop repeat (1+ +max-symlinks+)
+        do (multiple-value-bind (stat errno) (file-status native)
+             (cond ((and (null stat) (eql errno sb-posix:enoent))
+                    (return-from resolve-file-target (values native nil)))
+                   ((null stat)
+                    (errno-fail place errno "cannot look at ~a" native))
+                   ((eq (file-kind stat) :symlink)
+                    (let ((link (multiple-value-bind (link errno)
+                                    (sb-sys:without-interrupts (sb-unix:unix-readlink native))
+                                  (or link
+                                      (errno-fail place errno
+                                                  "cannot read the symbolic link ~a" native)))))
+                      (setf native
+                            (coerce (if (and (plusp (length link)) (char= (char link 0) #\/))
+                                        link
+                                        (concatenate 'string
+                                                     (split-native-namestring native) link))
+                                    'simple-string))))
+                   (t (return-from resolve-file-target (values native stat))))))
+  (file-fail place "too many levels of symbolic links (more than ~d; a loop?)" +max-symlinks+))
+
+;;; Raw system calls for taking and giving back: they return an errno
+;;; instead of signalling, so they can run with interrupts deferred.
+
+(defun %open (native flags mode)
+  "open(2) NATIVE (retried on EINTR): the descriptor, or NIL and the errno."
+  (multiple-value-bind (fd errno) (sb-unix:unix-open native flags mode)
+    (if fd (values fd nil) (values nil errno))))
+
+(defun %close (fd)
+  "close(2) FD once (never retried: Linux frees the descriptor even when
+close fails): NIL, or the errno of a failure."
+  (multiple-value-bind (ok errno) (sb-unix:unix-close fd)
+    (if ok nil errno)))
+
+(defun %rename (from to)
+  "rename(2) FROM to TO: NIL, or the errno of a failure."
+  (multiple-value-bind (ok errno) (sb-unix:unix-rename from to)
+    (if ok nil errno)))
+
+(defun %unlink (native)
+  "unlink(2) NATIVE: NIL, or the errno of a failure."
+  (multiple-value-bind (ok errno) (sb-unix:unix-unlink native)
+    (if ok nil errno)))
+
+(defun clear-nonblocking (fd place native)
+  "Make the descriptor FD, opened O_NONBLOCK so that opening could not
+block, block again for reads and writes."
+  (call-reporting-errors
+   place '()
+   (lambda ()
+     (let ((flags (sb-posix:fcntl fd sb-posix:f-getfl)))
+       (when (logtest flags sb-posix:o-nonblock)
+         (sb-posix:fcntl fd sb-posix:f-setfl (logandc2 flags sb-posix:o-nonblock)))))
+   "cannot set ~a to blocking mode" native))
+
+(defun sync-fd (fd place native &optional ignored-errnos)
+  "fsync(2) FD, the open file NATIVE, with interrupts as they are (a sync
+can take long); a failure whose errno is not in IGNORED-ERRNOS signals
+BINSTORE-FILE-ERROR about PLACE."
+  (handler-case (sb-posix:fsync fd)
+    (sb-posix:syscall-error (e)
+      (let ((errno (sb-posix:syscall-errno e)))
+        (unless (member errno ignored-errnos)
+          (errno-fail place errno "cannot sync ~a to disk" native))))))
+
+(defun sync-directory (directory place)
+  "fsync(2) the directory DIRECTORY (a native name, \"\" for the current
+one), so that a rename in it survives a crash.  A directory that cannot be
+opened for reading (EACCES: write and search permission only) or synced
+\(EINVAL, ENOTSUP: file systems that do not sync directories) is left
+alone; any other failure signals BINSTORE-FILE-ERROR about PLACE.  Safe
+against interrupts like the file output functions."
+  (let ((directory (if (string= directory "") "." directory))
+        (fd nil))
+    (sb-sys:without-interrupts
+      (unwind-protect
+           (sb-sys:with-local-interrupts
+             (let ((errno (sb-sys:without-interrupts
+                            (multiple-value-bind (new errno)
+                                (%open directory (logior sb-posix:o-rdonly sb-posix:o-directory
+                                                         +o-cloexec+)
+                                       0)
+                              (setf fd new)
+                              errno))))
+               (cond ((null errno)
+                      (sync-fd fd place directory (list sb-posix:einval sb-posix:eopnotsupp)))
+                     ((eql errno sb-posix:eacces))
+                     (t (errno-fail place errno
+                                    "the file was replaced, but its directory ~a cannot be opened to sync it"
+                                    directory)))))
+        (when fd
+          (%close fd)
+          (setf fd nil))))))
+
+;;; Writing ------------------------------------------------------------------
+
+(sb-ext:defglobal **temporary-counter** (list 0)
+  "Counts the temporary names made by this process (in its CAR), so two
+threads storing to one file at once try different names.")
+
+(defun temporary-name (directory name)
+  "A fresh name, in DIRECTORY (ending in a slash, or \"\"), for the temporary
+file that will replace the file NAME there: NAME (cut to
++TEMPORARY-NAME-OCTETS+ octets) followed by .XXXX.tmp, XXXX made of the
+process id, a counter and the clock.  Only probably unused: the caller
+creates it with O_EXCL and tries another on EEXIST."
+  (let ((stem name))
+    (loop while (> (length (sb-ext:string-to-octets stem :external-format :utf-8))
+                   +temporary-name-octets+)
+          do (setf stem (subseq stem 0 (floor (* 3 (length stem)) 4))))
+    (coerce (format nil "~a~a.~36r~36r~36r.tmp" directory stem
+                    (sb-posix:getpid)
+                    (sb-ext:atomic-incf (car **temporary-counter**))
+                    (mod (get-internal-real-time) (expt 36 4)))
+            'simple-string)))
+
+(defun %open-temporary (directory name mode)
+  "Create a new file for writing in DIRECTORY, named after NAME (see
+TEMPORARY-NAME), with MODE (less the umask): return its descriptor and
+native name, or NIL, NIL and the errno.  Never signals, so it can run with
+interrupts deferred."
+  (loop repeat 100
+        do (let ((temp (temporary-name directory name)))
+             (multiple-value-bind (fd errno)
+                 (%open temp (logior sb-posix:o-wronly sb-posix:o-creat sb-posix:o-excl
+                                     sb-posix:o-nofollow +o-cloexec+)
+                        mode)
+               (cond (fd (return-from %open-temporary (values fd temp nil)))
+                     ((/= errno sb-unix:eexist) (return-from %open-temporary (values nil nil errno))))))
+        finally (return (values nil nil sb-unix:eexist))))
+
+(defun temporary-file-fail (place directory errno)
+  "Signal the BINSTORE-FILE-ERROR about PLACE for a temporary file that could
+not be created in DIRECTORY with ERRNO; a directory that does not exist
+says so."
+  (let ((shown (if (string= directory "") "." directory)))
+    (if (and (eql errno sb-posix:enoent) (null (file-status shown :follow t)))
+        (file-fail place "cannot create a file in ~a: no such directory" shown)
+        (errno-fail place errno "cannot create a temporary file in ~a" shown))))
+
+(defun call-with-atomic-file-output (target fn &key (place target))
+  "Replace the file TARGET (a native file name) atomically with the bytes
+FN writes, and return the values of FN.
+
+FN is called with a descriptor (an integer) open for writing a new
+temporary file in TARGET's directory, to write to with write(2); it must
+not close it.  When FN returns, the file is synced, closed and renamed
+over TARGET, then the directory is synced: a crash leaves either the old
+file or the new one.  When TARGET is a regular file, the new file gets its
+permission bits exactly and, where permitted (EPERM is ignored), its owner
+and group, else its group alone; a new TARGET gets #o666 less the umask.
+
+TARGET must not exist or be a regular file: anything else, a symbolic link
+included (resolve those first with RESOLVE-FILE-TARGET), signals
+BINSTORE-FILE-ERROR, as does any failing system call.  When FN or a later
+step fails or is left by a non-local exit, even from an interrupt, the
+temporary file is closed once and deleted and TARGET is left as it was.
+Errors name PLACE (default TARGET): the place as the user gave it."
+  (multiple-value-bind (directory name) (split-native-namestring target)
+    (when (string= name "")
+      (file-fail place "~a is a directory name, not a file name" target))
+    (let* ((old (multiple-value-bind (stat errno) (file-status target)
+                  (cond (stat stat)
+                        ((eql errno sb-posix:enoent) nil)
+                        ((eql errno sb-posix:enotdir)
+                         (file-fail place "cannot create a file in ~a: not a directory" directory))
+                        (t (errno-fail place errno "cannot look at ~a" target)))))
+           (kind (and old (file-kind old)))
+           (fd nil)
+           (temp nil)
+           (renamed nil))
+      (when (and kind (not (eq kind :regular)))
+        (file-fail place "~a is ~a, not a regular file" target (kind-description kind)))
+      (sb-sys:without-interrupts
+        (unwind-protect
+             (sb-sys:with-local-interrupts
+               ;; take: the descriptor and the name are recorded before an
+               ;; interrupt can run
+               (let ((errno (sb-sys:without-interrupts
+                              (multiple-value-bind (new-fd new-temp errno)
+                                  (%open-temporary directory name (if old #o600 #o666))
+                                (setf fd new-fd temp new-temp)
+                                errno))))
+                 (when errno
+                   (temporary-file-fail place directory errno)))
+               (when old
+                 ;; owner first: fchown may clear the set-id bits fchmod sets.
+                 ;; Not root: the owner cannot be given away, the group may.
+                 (unless (call-reporting-errors place (list sb-posix:eperm)
+                                                (lambda ()
+                                                  (sb-posix:fchown fd (file-status-uid old)
+                                                                   (file-status-gid old))
+                                                  t)
+                                                "cannot give ~a the owner of ~a" temp target)
+                   (call-reporting-errors place (list sb-posix:eperm)
+                                          (lambda ()
+                                            (sb-posix:fchown fd +unchanged-id+ (file-status-gid old)))
+                                          "cannot give ~a the group of ~a" temp target))
+                 (call-reporting-errors place '()
+                                        (lambda () (sb-posix:fchmod fd (logand #o7777 (file-status-mode old))))
+                                        "cannot give ~a the permissions of ~a" temp target))
+               (multiple-value-prog1 (funcall fn fd)
+                 (sync-fd fd place temp)
+                 ;; give back: closed once, forgotten at once
+                 (let ((errno (sb-sys:without-interrupts
+                                (prog1 (%close fd) (setf fd nil)))))
+                   (when errno
+                     (errno-fail place errno "cannot close ~a" temp)))
+                 (let ((errno (sb-sys:without-interrupts
+                                (let ((errno (%rename temp target)))
+                                  (unless errno (setf renamed t))
+                                  errno))))
+                   (when errno
+                     (errno-fail place errno "cannot rename ~a to ~a" temp target)))
+                 (sync-directory directory place)))
+          ;; interrupts deferred here: nothing can cut this short
+          (when fd
+            (%close fd)
+            (setf fd nil))
+          (when (and temp (not renamed))
+            (%unlink temp)
+            (setf temp nil)))))))
+
+(defun %open-device-for-output (native)
+  "Open the FIFO or character device NATIVE for writing, without blocking,
+creating or truncating: the descriptor, or NIL and the errno (ENXIO for a
+FIFO no reader has open)."
+  (%open native (logior sb-posix:o-wronly sb-posix:o-nonblock sb-posix:o-noctty
+                        sb-posix:o-nofollow +o-cloexec+)
+         0))
+
+(defun call-with-device-output (target kind fn &key (place target))
+  "Write through to TARGET, an existing FIFO or character device (KIND,
+:FIFO or :CHARACTER-DEVICE): call FN with a descriptor open for writing it
+and return FN's values.  Nothing is created, truncated or renamed.  A FIFO
+that no reader has open is waited for, interruptibly, polling every few
+milliseconds up to 50.  After FN, the descriptor is synced (EINVAL and
+ENOTSUP, from devices that cannot be synced, are ignored) and closed.  The
+descriptor is taken and given back with interrupts deferred, so a
+non-local exit never leaks it or closes it twice.  Failures signal
+BINSTORE-FILE-ERROR naming PLACE (default TARGET)."
+  (let ((fd nil)
+        (delay 0.001))
+    (sb-sys:without-interrupts
+      (unwind-protect
+           (sb-sys:with-local-interrupts
+             (loop
+               (let ((errno (sb-sys:without-interrupts
+                              (multiple-value-bind (new errno) (%open-device-for-output target)
+                                (setf fd new)
+                                errno))))
+                 (cond ((null errno) (return))
+                       ((and (eql errno sb-posix:enxio) (eq kind :fifo))
+                        (sleep delay)
+                        (setf delay (min 0.05 (* 2 delay))))
+                       (t (errno-fail place errno "cannot open ~a for writing" target)))))
+             (let ((now (file-kind (multiple-value-bind (status errno) (file-status fd)
+                                     (or status (errno-fail place errno "cannot look at ~a" target))))))
+               (unless (member now '(:fifo :character-device))
+                 (file-fail place "~a was replaced by ~a while being opened"
+                            target (kind-description now))))
+             (clear-nonblocking fd place target)
+             (multiple-value-prog1 (funcall fn fd)
+               (sync-fd fd place target (list sb-posix:einval sb-posix:eopnotsupp))
+               (let ((errno (sb-sys:without-interrupts
+                              (prog1 (%close fd) (setf fd nil)))))
+                 (when errno
+                   (errno-fail place errno "cannot close ~a" target)))))
+        (when fd
+          (%close fd)
+          (setf fd nil))))))
 
 (defun call-with-file-output (place fn)
-  "Call FN with a file descriptor open for writing a new file that replaces
-the file PLACE (a string or pathname) when FN returns normally; return the
-pathname."
-  (let* ((path (merge-pathnames place))
-         (target (sb-ext:native-namestring (translate-logical-pathname path) :as-file t))
-         (directory (sb-ext:native-namestring
-                     (make-pathname :name nil :type nil :version nil
-                                    :defaults (translate-logical-pathname path))))
-         (temp (format nil "~a.~36r~36r.tmp" target (random (expt 36 6)) (sb-posix:getpid)))
-         (fd (sb-posix:open temp (logior sb-posix:o-wronly sb-posix:o-creat sb-posix:o-excl)
-                            (file-mode-for target)))
-         (done nil))
-    (unwind-protect
-         (progn
-           (funcall fn fd)
-           (sb-posix:fsync fd)
-           (sb-posix:close fd)
-           (setf fd nil)
-           (sb-posix:rename temp target)
-           (setf done t)
-           (sync-directory (if (string= directory "") "." directory))
-           path)
-      (unless done
-        (when fd (sb-posix:close fd))
-        (ignore-errors (sb-posix:unlink temp))))))
+  "Call FN with a file descriptor (an integer, to write to with write(2), not
+to close) on which it writes the new contents of the file PLACE (a string
+or pathname); return the merged pathname of PLACE.
+
+A regular file, or one that does not exist, is replaced atomically by
+CALL-WITH-ATOMIC-FILE-OUTPUT when FN returns normally, and left alone when
+it does not.  Symbolic links are followed (RESOLVE-FILE-TARGET) and their
+final target replaced; the links stay.  A FIFO or a character device is
+written through (CALL-WITH-DEVICE-OUTPUT).  A directory, a block device, a
+socket, a wild pathname, a directory that does not exist, and any failing
+system call signal BINSTORE-FILE-ERROR with PLACE as FILE-ERROR-PATHNAME."
+  (multiple-value-bind (native path) (place-native-namestring place)
+    (multiple-value-bind (target stat) (resolve-file-target native place)
+      (let ((kind (and stat (file-kind stat))))
+        (case kind
+          ((nil :regular) (call-with-atomic-file-output target fn :place place))
+          ((:fifo :character-device) (call-with-device-output target kind fn :place place))
+          (t (if (string= target native)
+                 (file-fail place "is ~a; a store writes only a regular file, a FIFO or a character device"
+                            (kind-description kind))
+                 (file-fail place "links to ~a, which is ~a; a store writes only a regular file, a FIFO or a character device"
+                            target (kind-description kind)))))))
+    path))
+
+;;; Reading ------------------------------------------------------------------
 
 (defun call-with-file-input (place fn)
-  "Open the file PLACE for reading and call FN with its file descriptor and
-its size in bytes; close it afterwards and return what FN returns."
-  (with-open-file (stream place :element-type '(unsigned-byte 8))
-    (funcall fn (sb-sys:fd-stream-fd stream) (file-length stream))))
+  "Open the file PLACE (a string or pathname) for reading and call FN with its
+descriptor (an integer, to read with read(2), not to close) and its size in
+bytes (0 for a FIFO or a device, which are read to their end); return what
+FN returns.  Symbolic links are followed.  A FIFO is waited on,
+interruptibly, until a writer opens it.
+
+The descriptor is opened and recorded, and closed and forgotten, with
+interrupts deferred, so a non-local exit (an error in FN, WITH-TIMEOUT,
+INTERRUPT-THREAD) closes it exactly once.  A file that does not exist or
+cannot be opened, a directory, and a wild pathname signal
+BINSTORE-FILE-ERROR with PLACE as FILE-ERROR-PATHNAME."
+  (let ((native (place-native-namestring place))
+        (fd nil))
+    (sb-sys:without-interrupts
+      (unwind-protect
+           (sb-sys:with-local-interrupts
+             (let ((errno (sb-sys:without-interrupts
+                            (multiple-value-bind (new errno)
+                                (%open native (logior sb-posix:o-rdonly sb-posix:o-nonblock
+                                                      sb-posix:o-noctty +o-cloexec+)
+                                       0)
+                              (setf fd new)
+                              errno))))
+               (when errno
+                 (errno-fail place errno "cannot open for reading")))
+             (let* ((status (multiple-value-bind (status errno) (file-status fd)
+                              (or status (errno-fail place errno "cannot look at ~a" native))))
+                    (kind (file-kind status)))
+               (case kind
+                 (:directory (file-fail place "is a directory"))
+                 (:fifo (sb-sys:wait-until-fd-usable fd :input nil nil)))
+               (clear-nonblocking fd place native)
+               (funcall fn fd (if (eq kind :regular) (file-status-size status) 0))))
+        (when fd
+          (%close fd)
+          (setf fd nil))))))
