@@ -4,16 +4,23 @@
 
 (in-package #:binstore)
 
-(declaim (ftype (function (restore-state) t) read-proper-list read-simple-vector read-instance))
+
+;;; Headers hold objects too (a symbol's package, a ratio's parts, an
+;;; instance's descriptor, a displaced array's target, a hash table's test):
+;;; input can nest them without any container's contents, where NESTED
+;;; checks the stack.  So the tags whose header or parts hold objects check
+;;; it here; leaves (strings, numbers, raw vectors) need not.
+(defmacro stack-checked ((rs) &body body)
+  "Run BODY, which reads objects inside the object being read, once the
+control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
+  `(progn
+     (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor ,rs))
+       (restore-too-deep ,rs))
+     ,@body))
 
 (defun read-tagged (rs tag)
   "Read the object whose TAG (a type tag) was just consumed."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
-  ;; Headers hold objects too (a symbol's package, a ratio's parts, an
-  ;; instance's descriptor, a displaced array's target): input can nest
-  ;; them without any container's contents, so the stack is checked here.
-  (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor rs))
-    (restore-too-deep rs))
   (let ((ib (rs-ibuf rs)))
     (case tag
       (#.+tag-nil+ nil)
@@ -21,36 +28,36 @@
       ;; the commonest containers take a path of their own
       (#.+tag-list+ (read-proper-list rs))
       (#.+tag-simple-vector+ (read-simple-vector rs))
-      (#.+tag-instance+ (read-instance rs))
+      (#.+tag-instance+ (stack-checked (rs) (read-instance rs)))
       (#.(set-difference +container-tags+ (list +tag-list+ +tag-simple-vector+ +tag-instance+))
-       (read-container rs tag))
+       (stack-checked (rs) (read-container rs tag)))
       (#.+tag-uint8+ (read-u8 ib))
       (#.+tag-negint8+ (- -1 (read-u8 ib)))
       (#.+tag-int16+ (read-s16 ib))
       (#.+tag-int32+ (read-s32 ib))
       (#.+tag-int64+ (read-s64 ib))
       (#.+tag-bignum+ (read-bignum rs))
-      (#.+tag-ratio+ (read-ratio rs))
+      (#.+tag-ratio+ (stack-checked (rs) (read-ratio rs)))
       (#.+tag-single-float+ (read-single ib))
       (#.+tag-double-float+ (register rs (read-double ib)))
       (#.+tag-complex-single+ (read-complex-single rs))
       (#.+tag-complex-double+ (read-complex-double rs))
-      (#.+tag-complex-rational+ (read-complex-rational rs))
+      (#.+tag-complex-rational+ (stack-checked (rs) (read-complex-rational rs)))
       (#.+tag-character+ (read-character rs))
       (#.+tag-base-string+ (read-simple-base-string rs))
       (#.+tag-string+ (read-character-string rs))
       (#.+tag-specialized-vector+ (read-specialized-vector rs nil))
       (#.+tag-octet-vector+ (read-specialized-vector rs +element-type-ub8+))
       (#.+tag-double-vector+ (read-specialized-vector rs +element-type-double-float+))
-      (#.+tag-symbol+ (read-symbol rs))
+      (#.+tag-symbol+ (stack-checked (rs) (read-symbol rs)))
       (#.+tag-keyword+ (read-keyword rs))
       (#.+tag-uninterned-symbol+ (read-uninterned-symbol rs))
       (#.+tag-package+ (read-package rs))
-      (#.+tag-pathname+ (read-pathname rs))
-      (#.+tag-class-descriptor+ (read-class-descriptor rs))
+      (#.+tag-pathname+ (stack-checked (rs) (read-pathname rs)))
+      (#.+tag-class-descriptor+ (stack-checked (rs) (read-class-descriptor rs)))
       (#.+tag-ref+ (object-by-id rs (read-varint ib) nil))
       (#.+tag-cons-ref+ (cons-by-id rs (read-varint ib)))
-      (#.+tag-later+ (read-later rs))
+      (#.+tag-later+ (stack-checked (rs) (read-later rs)))
       (t (invalid ib (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
                              tag (and (< tag 64) (svref +tag-names+ tag)))
                   "an object tag" (1- (ibuf-offset ib)))))))
