@@ -1,8 +1,27 @@
 ;;;; binstore: store any Common Lisp data to bytes and back.
 ;;;;
-;;;; The modules mirror the architecture (see doc/FORMAT.md and README.md):
-;;;;   base   -> io -> state -> codecs -> engine -> api
-;;;; Each file names what it depends on, so a wrong-way arrow stands out.
+;;;; The modules mirror the architecture (see doc/FORMAT.md and README.md).
+;;;; Each depends on the modules it uses directly, all of them below it:
+;;;;   base       package, conditions, options, the grammar and the tags
+;;;;              taken from it, prefetching, working memory kept between calls
+;;;;   io         (base) memory copies, the staging vector, prefaulting, the
+;;;;              heap's runway, UTF-8 windows, output and input buffers, files
+;;;;   state      (base io) the output region, the identity table, the store
+;;;;              and restore states; protocol.lisp, which declares the
+;;;;              engine's entry points; reading.lisp, the inline object
+;;;;              reader built on the restore state and READ-TAGGED
+;;;;   codecs     (base io state) one file per type family
+;;;;   engine     (base io state codecs) the encoder and the decoder: the
+;;;;              dispatch on type and on tag, the containers, the records
+;;;;   api        (base io state engine) store, restore and the rest
+;;;;   reference  (base) the reference decoder and EXPLAIN, from the grammar
+;;;; One kind of call goes up: a codec writes and reads the parts of its
+;;;; objects through the engine (WRITE-OBJECT, WRITE-CONTAINER-OBJECT,
+;;;; READ-TAGGED), which src/core/protocol.lisp declares; no other file
+;;;; declares a function it does not define.  Within a module each file names
+;;;; the files it uses.  `make check-layers' (tools/check-layers.lisp)
+;;;; compiles each file alone with only what this file says it depends on
+;;;; loaded, and fails on anything undefined.
 
 (defun call-with-quiet-binstore-compilation (compile)
   "The :AROUND-COMPILE hook of binstore's systems: call COMPILE (ASDF's
@@ -44,23 +63,25 @@ for other systems' files."
     :pathname "src/io"
     :depends-on ("base")
     :components ((:file "copy")
-                 (:file "staging")
-                 (:file "prefault")
-                 (:file "runway" :depends-on ("prefault"))
-                 (:file "utf8")
+                 (:file "staging" :depends-on ("copy"))
+                 (:file "prefault" :depends-on ("copy"))
+                 (:file "runway" :depends-on ("copy" "prefault"))
+                 (:file "utf8" :depends-on ("copy"))
                  (:file "output" :depends-on ("copy" "staging"))
                  (:file "input" :depends-on ("copy" "staging" "prefault"))
                  (:file "files")))
    (:module "state"
     :pathname "src/core"
-    :depends-on ("io")
+    :depends-on ("base" "io")
     :components ((:file "region")
                  (:file "identity-table")
                  (:file "store-state" :depends-on ("identity-table"))
-                 (:file "restore-state")))
+                 (:file "restore-state")
+                 (:file "protocol" :depends-on ("store-state" "restore-state"))
+                 (:file "reading" :depends-on ("restore-state" "protocol"))))
    (:module "codecs"
     :pathname "src/codecs"
-    :depends-on ("state")
+    :depends-on ("base" "io" "state")
     :components ((:file "numbers")
                  (:file "characters")
                  (:file "strings")
@@ -69,15 +90,15 @@ for other systems' files."
                  (:file "symbols" :depends-on ("strings"))
                  (:file "hash-tables")
                  (:file "pathnames")
-                 (:file "objects" :depends-on ("symbols"))))
+                 (:file "objects" :depends-on ("numbers"))))
    (:module "engine"
     :pathname "src/core"
-    :depends-on ("codecs")
+    :depends-on ("base" "io" "state" "codecs")
     :components ((:file "encoder")
                  (:file "decoder")))
    (:module "api"
     :pathname "src"
-    :depends-on ("engine")
+    :depends-on ("base" "io" "state" "engine")
     :components ((:file "api")))
    ;; the reference decoder and EXPLAIN, built on the grammar alone
    (:module "reference"

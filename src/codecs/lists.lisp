@@ -22,11 +22,6 @@
   (or (= tag +tag-list+) (= tag +tag-dotted-list+) (= tag +tag-cons+)
       (= tag +tag-int64-list+)))
 
-(declaim (ftype (function (t) nil) circular-list-error)) ; signals, never returns
-(defun circular-list-error (list)
-  "Signal CIRCULAR-LIST for LIST; ENCODE adds the path to it."
-  (error 'circular-list :list list))
-
 (declaim (inline int64-element-p))
 (defun int64-element-p (x)
   "True for an integer that needs the 8-byte form: a list of only such is

@@ -2,8 +2,6 @@
 
 (in-package #:binstore)
 
-(declaim (ftype function write-object))
-
 ;;; Integers ---------------------------------------------------------
 
 (defconstant +max-fixnum-bytes+ 9 "The most bytes an integer of 64 bits takes.")
@@ -367,8 +365,6 @@ are read unchecked)."
                 (setf out after
                       i (+ i 1)))))))
     (values (sb-sys:sap- out sap) i)))
-
-(declaim (ftype (function (t) nil) circular-list-error)) ; lists.lisp: signals
 
 (declaim (inline next-in-run))
 (defun next-in-run (c mark list)

@@ -12,8 +12,6 @@
 
 (in-package #:binstore)
 
-(declaim (ftype function unstorable-p unstorable))
-
 (defstruct (class-descriptor (:constructor make-class-descriptor
                                  (class kind slot-names readers layout locations)))
   class

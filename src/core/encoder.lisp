@@ -10,21 +10,6 @@
 
 (in-package #:binstore)
 
-(defun unstorable-p (x)
-  "True for objects binstore refuses to store: they stand for code or for
-resources of the running image."
-  (typep x '(or function stream sb-sys:system-area-pointer sb-ext:weak-pointer
-             sb-thread:thread sb-thread:mutex sb-thread:waitqueue class
-             sb-alien-internals:alien-value)))
-
-(defun storable-instance-p (x)
-  (and (typep x '(or structure-object standard-object condition))
-       (not (unstorable-p x))))
-
-(defun unstorable (ss x)
-  (error 'unstorable-object :object x :path (path-to ss x)
-                            :message "this kind of object cannot be stored"))
-
 (defmacro tracked-leaf ((ss x) &body write)
   "Write the leaf X with WRITE, or a reference when it was written before.
 With reference tracking X then gets the next id (after its parts: ids follow
@@ -167,43 +152,3 @@ filling defers in turn."
   (setf (ss-depth ss) 0 (ss-depth-base ss) 0 (ss-root ss) x)
   (write-object ss x)
   (write-deferred-contents ss))
-
-;;; Where an unstorable object sits: found after the fact by a breadth-first
-;;; search from the root, so the writer keeps no path while it works.
-
-(defun object-children (x)
-  "The (child . step) pairs of X that the writer would visit."
-  (let ((children '()))
-    (flet ((add (child step) (push (cons child step) children)))
-      (typecase x
-        (cons (add (car x) '(:car)) (add (cdr x) '(:cdr)))
-        (array
-         (when (eq (array-element-type x) t)
-           (dotimes (i (array-total-size x))
-             (add (row-major-aref x i) (list (if (vectorp x) :elt :aref) i)))))
-        (hash-table
-         (maphash (lambda (k v) (add k (list :key k)) (add v (list :value k))) x))
-        (t
-         (when (storable-instance-p x)
-           (dolist (slotd (sb-mop:class-slots (class-of x)))
-             (let ((name (sb-mop:slot-definition-name slotd)))
-               (when (slot-boundp x name)
-                 (add (slot-value x name) (list :slot name)))))))))
-    (nreverse children)))
-
-(defun path-to (ss target)
-  "A list of steps from the stored root to TARGET, or NIL if not found."
-  (let ((seen (make-hash-table :test 'eq))
-        (queue (make-array 16 :adjustable t :fill-pointer 0)))
-    (vector-push-extend (cons (ss-root ss) '()) queue)
-    (loop for i from 0
-          while (< i (length queue))
-          do (destructuring-bind (x . path) (aref queue i)
-               (when (eq x target)
-                 (return-from path-to (reverse path)))
-               (loop for (child . step) in (object-children x)
-                     unless (or (gethash child seen)
-                                (typep child '(or number character symbol)))
-                       do (setf (gethash child seen) t)
-                          (vector-push-extend (cons child (cons step path)) queue))))
-    nil))

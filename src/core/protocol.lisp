@@ -1,0 +1,37 @@
+;;;; The protocol: the engine's entry points that the layers below it call.
+;;;;
+;;;; A codec writes and reads the parts of its objects through the engine,
+;;;; which sends each part to its own codec: a list's elements, a hash
+;;;; table's keys, an instance's slots can be anything.  So the codecs (and
+;;;; reading.lisp, the inline reader they and the decoder share) call up into
+;;;; encoder.lisp and decoder.lisp, which are compiled after them.  These
+;;;; calls are the only ones that go up; each function they use is declared
+;;;; here, and nowhere else is a function declared before its definition.
+;;;; `make check-layers' holds the layers to it (tools/check-layers.lisp).
+;;;;
+;;;; The types are the contracts; they are what the compiler knows at each
+;;;; call, as before this file gathered them.
+
+(in-package #:binstore)
+
+;;; WRITE-OBJECT ss x -> (ignored)                          encoder.lisp
+;;;   Write X, any object, to the store SS: a reference when it was written
+;;;   before, else its tag and its parts, each through WRITE-OBJECT again.
+;;;   Signals UNSTORABLE-OBJECT, CIRCULAR-LIST, STORE-LIMIT-EXCEEDED.
+;;;   Called by the codecs for the parts of what they write.
+(declaim (ftype (function (store-state t) *) write-object))
+
+;;; WRITE-CONTAINER-OBJECT ss x -> (ignored)                encoder.lisp
+;;;   Write the container X (a cons, simple vector, array, hash table or
+;;;   instance) as WRITE-OBJECT would, with the container protocol: a
+;;;   reference, or deferred to a FILL record when too deep, or header then
+;;;   contents.  Called by objects.lisp for a slot's value known to be one.
+(declaim (ftype (function (store-state t) *) write-container-object))
+
+;;; READ-TAGGED rs tag -> object                            decoder.lisp
+;;;   Read the object whose type tag TAG (not an in-tag small integer or
+;;;   small reference: OBJECT-FROM-TAG handles those inline) was just
+;;;   consumed from the restore RS: the decoder's one dispatch on the tag.
+;;;   Signals the RESTORE-ERRORs.  Called by OBJECT-FROM-TAG (reading.lisp),
+;;;   so by READ-OBJECT in every codec.
+(declaim (ftype (function (restore-state (unsigned-byte 8)) t) read-tagged))
