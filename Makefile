@@ -1,6 +1,8 @@
 # binstore — the two commands a newcomer needs:
 #   make test    installs what is missing, checks that binstore compiles
-#                quietly (make quiet-build), runs the whole suite
+#                quietly (make quiet-build) and that each file compiles with
+#                only what binstore.asd says it depends on (make
+#                check-layers), runs the whole suite
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
@@ -14,7 +16,7 @@ SECONDS   ?= 60
 DATASETS  ?=
 MODES     ?=
 
-.PHONY: test quiet-build bench bench-memory readme-results fuzz deps bench-deps clean
+.PHONY: test quiet-build check-layers bench bench-memory readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
 # when missing; as root directly, otherwise through sudo.
@@ -24,7 +26,7 @@ deps:
 bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
 
-test: deps quiet-build
+test: deps quiet-build check-layers
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
 
 # Compiles binstore in a fresh SBCL with an empty fasl cache (a new
@@ -33,6 +35,14 @@ test: deps quiet-build
 quiet-build: deps
 	@tmp=$$(mktemp -d) && XDG_CACHE_HOME=$$tmp $(SBCL_RUN) --load tools/load.lisp \
 	  --eval '(binstore-tools:check-quiet-build)'; status=$$?; rm -rf "$$tmp"; exit $$status
+
+# Compiles each file of binstore in a fresh SBCL with only the fasls of the
+# files binstore.asd says it depends on loaded, and fails on an undefined
+# function, variable or type, a warning or an error, a cycle, or a function
+# declared ahead of its definition outside src/core/protocol.lisp (see
+# tools/check-layers.lisp).  Works in a temporary directory, removed after.
+check-layers: deps
+	$(SBCL_RUN) --load tools/check-layers.lisp --eval '(binstore-layers:check-layers)'
 
 bench: bench-deps
 	$(SBCL_RUN) --load tools/load.lisp \
