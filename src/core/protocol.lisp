@@ -6,7 +6,7 @@
 ;;;; reading.lisp, the inline reader they and the decoder share) call up into
 ;;;; encoder.lisp and decoder.lisp, which are compiled after them.  These
 ;;;; calls are the only ones that go up; each function they use is declared
-;;;; here, and nowhere else is a function declared before its definition.
+;;;; here, and no other file declares a function that another file defines.
 ;;;; `make check-layers' holds the layers to it (tools/check-layers.lisp).
 ;;;;
 ;;;; The types are the contracts.  READ-TAGGED's is the one restore-state.lisp
