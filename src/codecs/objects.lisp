@@ -248,8 +248,7 @@ room checked once, anything else through WRITE-OBJECT."
 
 (defstruct (restore-descriptor
             (:constructor make-restore-descriptor
-                (class allocator setters types locations structure-p
-                 &optional new-slots)))
+                (class allocator setters types locations structure-p)))
   class
   (allocator nil :type function)
   (setters #() :type simple-vector)
@@ -258,10 +257,7 @@ room checked once, anything else through WRITE-OBJECT."
   ;; (or its slot vector), the index of each: the values then go straight
   ;; into place, with no setter or type to consult
   (locations nil :type (or null (simple-array fixnum (*))))
-  (structure-p nil :type boolean)
-  ;; the names of the standard object's slots the stored ones leave out
-  ;; (the class gained them since): initialized from their initforms
-  (new-slots '() :type list))
+  (structure-p nil :type boolean))
 
 (defun new-slot-names (class stored-slots)
   "The names of CLASS's instance slots with an initform that STORED-SLOTS
@@ -388,12 +384,18 @@ when the caller chose to discard it."
         (register-always
          rs (make-restore-descriptor
              class
-             (instance-allocator class)
+             (let ((allocate (instance-allocator class))
+                   (new-slots (new-slot-names class slots)))
+               (if new-slots
+                   ;; what CLOS does for slots a redefined class adds: their
+                   ;; initforms, which cannot see the other slots, so they
+                   ;; may run before the stored slots are filled
+                   (lambda () (shared-initialize (funcall allocate) new-slots))
+                   allocate))
              (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
              (map 'vector (lambda (slotd) (and slotd (slot-ctype slotd))) slots)
              (plain-slot-locations class slots)
-             (typep class 'structure-class)
-             (new-slot-names class slots)))))))
+             (typep class 'structure-class)))))))
 
 (declaim (inline read-instance-header fill-instance))
 (defun read-instance-header (rs)
@@ -434,11 +436,7 @@ when the caller chose to discard it."
   (let ((locations (restore-descriptor-locations d)))
     (if locations
         (fill-plain-slots rs object d locations)
-        (fill-slots-through-setters rs object d))
-    (when (restore-descriptor-new-slots d)
-      ;; what CLOS does for slots a redefined class adds: their initforms
-      (shared-initialize object (restore-descriptor-new-slots d)))
-    object))
+        (fill-slots-through-setters rs object d))))
 
 (defun read-slot-value (rs)
   "A slot's value, or **UNSET** for an unbound slot."
