@@ -4,7 +4,7 @@
 ;;;;
 ;;;;   Storing to a file name never writes into the old file.  A regular
 ;;;;   file is replaced atomically: the data goes to a new temporary file in
-;;;;   the same directory (NAME.XXXX.tmp), which is synced, renamed over the
+;;;;   the same directory (NAME, a dot, a unique suffix, .tmp), which is synced, renamed over the
 ;;;;   old file, and the directory is synced; a crash or an error leaves the
 ;;;;   old file or the new one, never a mix, and no temporary file.  The new
 ;;;;   file gets the old one's permission bits exactly (the umask does not
@@ -209,6 +209,26 @@ close fails): NIL, or the errno of a failure."
   (multiple-value-bind (ok errno) (sb-unix:unix-close fd)
     (if ok nil errno)))
 
+(defun call-with-open-fd (native flags fn)
+  "open(2) NATIVE with FLAGS and call FN with the descriptor, or with NIL
+and the errno when it cannot be opened; close the descriptor afterwards,
+however FN exits, and return what FN returns.  The descriptor is opened and
+recorded, and closed and forgotten, with interrupts deferred, so a
+non-local exit (an error in FN, WITH-TIMEOUT, INTERRUPT-THREAD) closes it
+exactly once; FN runs with interrupts enabled."
+  (let ((fd nil))
+    (sb-sys:without-interrupts
+      (unwind-protect
+           (sb-sys:with-local-interrupts
+             (let ((errno (sb-sys:without-interrupts
+                            (multiple-value-bind (new errno) (%open native flags 0)
+                              (setf fd new)
+                              errno))))
+               (funcall fn fd errno)))
+        (when fd
+          (%close fd)
+          (setf fd nil))))))
+
 (defun %rename (from to)
   "rename(2) FROM to TO: NIL, or the errno of a failure."
   (multiple-value-bind (ok errno) (sb-unix:unix-rename from to)
@@ -247,27 +267,16 @@ opened for reading (EACCES: write and search permission only) or synced
 \(EINVAL, ENOTSUP: file systems that do not sync directories) is left
 alone; any other failure signals BINSTORE-FILE-ERROR about PLACE.  Safe
 against interrupts like the file output functions."
-  (let ((directory (if (string= directory "") "." directory))
-        (fd nil))
-    (sb-sys:without-interrupts
-      (unwind-protect
-           (sb-sys:with-local-interrupts
-             (let ((errno (sb-sys:without-interrupts
-                            (multiple-value-bind (new errno)
-                                (%open directory (logior sb-posix:o-rdonly sb-posix:o-directory
-                                                         +o-cloexec+)
-                                       0)
-                              (setf fd new)
-                              errno))))
-               (cond ((null errno)
-                      (sync-fd fd place directory (list sb-posix:einval sb-posix:eopnotsupp)))
-                     ((eql errno sb-posix:eacces))
-                     (t (errno-fail place errno
-                                    "the file was replaced, but its directory ~a cannot be opened to sync it"
-                                    directory)))))
-        (when fd
-          (%close fd)
-          (setf fd nil))))))
+  (let ((directory (if (string= directory "") "." directory)))
+    (call-with-open-fd
+     directory (logior sb-posix:o-rdonly sb-posix:o-directory +o-cloexec+)
+     (lambda (fd errno)
+       (cond ((null errno)
+              (sync-fd fd place directory (list sb-posix:einval sb-posix:eopnotsupp)))
+             ((eql errno sb-posix:eacces))
+             (t (errno-fail place errno
+                            "the file was replaced, but its directory ~a cannot be opened to sync it"
+                            directory)))))))
 
 ;;; Writing ------------------------------------------------------------------
 
@@ -278,8 +287,8 @@ threads storing to one file at once try different names.")
 (defun temporary-name (directory name)
   "A fresh name, in DIRECTORY (ending in a slash, or \"\"), for the temporary
 file that will replace the file NAME there: NAME (cut to
-+TEMPORARY-NAME-OCTETS+ octets) followed by .XXXX.tmp, XXXX made of the
-process id, a counter and the clock.  Only probably unused: the caller
++TEMPORARY-NAME-OCTETS+ octets), a dot, a suffix made of the process id,
+a counter and the clock, and .tmp.  Only probably unused: the caller
 creates it with O_EXCL and tries another on EEXIST."
   (let ((stem name))
     (loop while (> (length (sb-ext:string-to-octets stem :external-format :utf-8))
@@ -486,28 +495,17 @@ interrupts deferred, so a non-local exit (an error in FN, WITH-TIMEOUT,
 INTERRUPT-THREAD) closes it exactly once.  A file that does not exist or
 cannot be opened, a directory, and a wild pathname signal
 BINSTORE-FILE-ERROR with PLACE as FILE-ERROR-PATHNAME."
-  (let ((native (place-native-namestring place))
-        (fd nil))
-    (sb-sys:without-interrupts
-      (unwind-protect
-           (sb-sys:with-local-interrupts
-             (let ((errno (sb-sys:without-interrupts
-                            (multiple-value-bind (new errno)
-                                (%open native (logior sb-posix:o-rdonly sb-posix:o-nonblock
-                                                      sb-posix:o-noctty +o-cloexec+)
-                                       0)
-                              (setf fd new)
-                              errno))))
-               (when errno
-                 (errno-fail place errno "cannot open for reading")))
-             (let* ((status (multiple-value-bind (status errno) (file-status fd)
-                              (or status (errno-fail place errno "cannot look at ~a" native))))
-                    (kind (file-kind status)))
-               (case kind
-                 (:directory (file-fail place "is a directory"))
-                 (:fifo (sb-sys:wait-until-fd-usable fd :input nil nil)))
-               (clear-nonblocking fd place native)
-               (funcall fn fd (if (eq kind :regular) (file-status-size status) 0))))
-        (when fd
-          (%close fd)
-          (setf fd nil))))))
+  (let ((native (place-native-namestring place)))
+    (call-with-open-fd
+     native (logior sb-posix:o-rdonly sb-posix:o-nonblock sb-posix:o-noctty +o-cloexec+)
+     (lambda (fd errno)
+       (when errno
+         (errno-fail place errno "cannot open for reading"))
+       (let* ((status (multiple-value-bind (status errno) (file-status fd)
+                        (or status (errno-fail place errno "cannot look at ~a" native))))
+              (kind (file-kind status)))
+         (case kind
+           (:directory (file-fail place "is a directory"))
+           (:fifo (sb-sys:wait-until-fd-usable fd :input nil nil)))
+         (clear-nonblocking fd place native)
+         (funcall fn fd (if (eq kind :regular) (file-status-size status) 0)))))))
