@@ -52,18 +52,28 @@ for other systems' files."
   ((:module "base"
     :pathname "src"
     :components ((:file "package")
+                 (:file "types" :depends-on ("package"))
                  (:file "conditions" :depends-on ("package"))
-                 (:file "options" :depends-on ("package"))
-                 ;; the format as data; tags.lisp derives its constants from it
-                 (:file "format/grammar" :depends-on ("package" "options"))
-                 (:file "tags" :depends-on ("package" "format/grammar"))
-                 (:file "prefetch" :depends-on ("package"))
-                 (:file "scratch" :depends-on ("package"))))
+                 (:file "options" :depends-on ("package"))))
+   ;; the only files that name SBCL's internals or the operating system
+   (:module "platform"
+    :pathname "src/platform"
+    :depends-on ("base")
+    :components ((:file "memory")
+                 (:file "objects" :depends-on ("memory"))
+                 (:file "prefetch")))
+   ;; the format as data; tags.lisp derives its constants from the grammar
+   (:module "format"
+    :pathname "src/format"
+    :depends-on ("base" "platform")
+    :components ((:file "grammar")
+                 (:file "tags" :depends-on ("grammar"))))
    (:module "io"
     :pathname "src/io"
-    :depends-on ("base")
+    :depends-on ("base" "platform" "format")
     :components ((:file "copy")
-                 (:file "staging" :depends-on ("copy"))
+                 (:file "scratch")
+                 (:file "staging" :depends-on ("copy" "scratch"))
                  (:file "prefault" :depends-on ("copy"))
                  (:file "runway" :depends-on ("copy" "prefault"))
                  (:file "utf8" :depends-on ("copy"))
@@ -72,7 +82,7 @@ for other systems' files."
                  (:file "files")))
    (:module "state"
     :pathname "src/core"
-    :depends-on ("base" "io")
+    :depends-on ("base" "platform" "format" "io")
     :components ((:file "region")
                  (:file "identity-table")
                  (:file "store-state" :depends-on ("identity-table"))
@@ -81,7 +91,7 @@ for other systems' files."
                  (:file "reading" :depends-on ("restore-state" "protocol"))))
    (:module "codecs"
     :pathname "src/codecs"
-    :depends-on ("base" "io" "state")
+    :depends-on ("base" "platform" "format" "io" "state")
     :components ((:file "numbers")
                  (:file "characters")
                  (:file "strings")
@@ -93,17 +103,17 @@ for other systems' files."
                  (:file "objects" :depends-on ("numbers"))))
    (:module "engine"
     :pathname "src/core"
-    :depends-on ("base" "io" "state" "codecs")
+    :depends-on ("base" "platform" "format" "io" "state" "codecs")
     :components ((:file "encoder")
                  (:file "decoder")))
    (:module "api"
     :pathname "src"
-    :depends-on ("base" "io" "state" "engine")
+    :depends-on ("base" "platform" "format" "io" "state" "engine")
     :components ((:file "api")))
    ;; the reference decoder and EXPLAIN, built on the grammar alone
    (:module "reference"
     :pathname "src"
-    :depends-on ("base")
+    :depends-on ("base" "platform" "format")
     :components ((:file "format/reference")
                  (:file "explain" :depends-on ("format/reference"))))))
 

@@ -6,7 +6,7 @@
 ;;;; and never a package created behind the caller's back.
 ;;;;
 ;;;; How: store a corpus of valid files that together use every tag of
-;;;; src/tags.lisp, then restore an endless stream of mutated copies of them,
+;;;; src/format/tags.lisp, then restore an endless stream of mutated copies of them,
 ;;;; each under a wall-clock timeout and a bounded :max-to-read.  An input that
 ;;;; breaks the property is shrunk and saved under tests/fuzz-regressions/,
 ;;;; where tests/fuzz.lisp replays it on every test run.

@@ -121,8 +121,8 @@ the end."
   (let ((data (gensym "DATA")) (start (gensym "START")) (end (gensym "END")))
     `(sb-kernel:with-array-data ((,data ,vector) (,start 0) (,end))
        (declare (ignore ,end))
-       (sb-sys:with-pinned-objects (,data)
-         (let ((,address (+ (sb-sys:sap-int (sb-sys:vector-sap ,data)) ,start)))
+       (with-pinned-objects (,data)
+         (let ((,address (+ (pointer-address (vector-pointer ,data)) ,start)))
            ,@body)))))
 
 (defun grown-size (vector needed)
@@ -152,7 +152,7 @@ return VECTOR."
                ;; spilled: grow once, then copy the region after the direct part
                (setf vector (adjust-array vector (grown-size vector (+ start total))))
                (with-octet-vector-address (address vector)
-                 (copy-memory (obuf-sap ob) (sb-sys:int-sap (+ address start direct))
+                 (copy-memory (obuf-sap ob) (address-pointer (+ address start direct))
                               (obuf-pos ob))))
              (setf (fill-pointer vector) (+ start total))
              vector))
@@ -278,7 +278,7 @@ and other conditions as for STORE."
                    output-magic-number output-end-marker max-depth store-class-slots))
   (declare (dynamic-extent options))
   (flet ((store-under (limit)
-           (let ((ob (make-fixed-obuf (sb-sys:sap-int sap) size limit :kind :sap)))
+           (let ((ob (make-fixed-obuf (pointer-address sap) size limit :kind :sap)))
              (declare (dynamic-extent ob)) ; see store-state.lisp
              (apply #'encode ob data options)
              (obuf-total ob))))
@@ -358,8 +358,8 @@ FN used is put back where the stream can seek."
 (defun call-with-place-ibuf (place limit fn)
   "Call FN with an IBUF reading PLACE, any place RESTORE takes."
   (cond ((typep place '(simple-array (unsigned-byte 8) (*)))
-         (sb-sys:with-pinned-objects (place)
-           (call-with-memory-ibuf (sb-sys:sap-int (sb-sys:vector-sap place)) (length place)
+         (with-pinned-objects (place)
+           (call-with-memory-ibuf (pointer-address (vector-pointer place)) (length place)
                                   limit fn)))
         ((octet-vector-p place)
          (with-octet-vector-address (address place)
@@ -412,7 +412,7 @@ Keywords, values and conditions as for RESTORE."
            (restore-record ib max-to-read max-depth intern-symbols require-header
                            eof-error-p eof-value)))
     (declare (dynamic-extent #'restore-from))
-    (call-with-memory-ibuf (sb-sys:sap-int sap) size max-to-read #'restore-from)))
+    (call-with-memory-ibuf (pointer-address sap) size max-to-read #'restore-from)))
 
 ;;; Every record ------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ as the parent of the lines BODY makes, one level deeper."
 (defun ex-check-stack (ex)
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
 last +REFERENCE-STACK-MARGIN+ of the control stack."
-  (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (ex-stack-floor ex))
+  (when (< (pointer-address (sb-kernel:current-sp)) (ex-stack-floor ex))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (ex-cursor ex))
            :message "the input nests deeper than EXPLAIN's stack allows")))

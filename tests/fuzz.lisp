@@ -44,7 +44,7 @@ INVALID-INPUT, and neither is a failure."
   (is-true (fuzz-acceptable-everywhere-p (binstore:store nil '(:a 1.5d0 "x")))))
 
 (test fuzz-corpus-covers-every-tag
-  "The corpus contains every tag byte of src/tags.lisp somewhere."
+  "The corpus contains every tag byte of src/format/tags.lisp somewhere."
   (let ((missing (binstore-fuzz:missing-tags (binstore-fuzz:build-corpus :verbose t))))
     (is (null missing) "tags missing from the corpus: ~{~a~^ ~}" missing)))
 

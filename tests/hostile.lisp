@@ -287,7 +287,7 @@ stream whose window ends inside the run; valid ones name their objects."
       (is (eql 6 (binstore:restore-error-offset c))))))
 
 (test (hostile-unknown-tags :fixture format-2-defaults)
-  "Every type tag that src/tags.lisp leaves undefined (reserved)."
+  "Every type tag that src/format/tags.lisp leaves undefined (reserved)."
   (loop for tag from 0 below #x40
         unless (svref binstore::+tag-names+ tag)
           do (let ((c (hostile-restore-condition (hostile-octets tag))))

@@ -1,4 +1,4 @@
-;;;; The prefetches of the collection writers (src/prefetch.lisp): they
+;;;; The prefetches of the collection writers (src/platform/prefetch.lisp): they
 ;;;; must never fault, whatever they are given, and must not change what is
 ;;;; written at any distance from a collection's end.
 

@@ -29,7 +29,7 @@
         (error 'unstorable-object :object array
                                   :message (format nil "array element type ~s is not known" type)))))
 
-(sb-ext:define-load-time-global **element-type-code-by-widetag**
+(define-load-time-global **element-type-code-by-widetag**
     (let ((table (make-array 256 :initial-element nil)))
       (loop for (nil type) across +element-types+
             do (let ((v (make-array 0 :element-type type)))
@@ -105,20 +105,20 @@ of its own, called once a block: inside WRITE-TAGGED-WORDS, around its
 calls to make room, the addresses lived on the stack as integers, checked
 and reloaded at every word.  The addresses come as integers, which are
 fixnums: a SAP passed to a function not inline is boxed, 16 bytes each."
-  (declare (type sb-ext:word from-address to-address)
+  (declare (type word from-address to-address)
            (type (integer 0 #.+words-per-block+) k) (optimize speed))
-  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (left k))
-    (declare (type sb-sys:system-area-pointer from to)
+  (let ((from (address-pointer from-address)) (to (address-pointer to-address)) (left k))
+    (declare (type pointer from to)
              (type (integer 0 #.+words-per-block+) left))
     (flet ((put (offset)
-             (setf (sb-sys:signed-sap-ref-64 to offset)
-                   (ash (sb-sys:signed-sap-ref-64 from offset) (- sb-vm:n-fixnum-tag-bits)))))
+             (setf (mem-s64 to offset)
+                   (ash (mem-s64 from offset) (- sb-vm:n-fixnum-tag-bits)))))
       (declare (inline put))
       ;; the addresses move on, not an index: a tagged index is shifted
       ;; before every access
       (loop while (>= left 4)
             do (put 0) (put 8) (put 16) (put 24)
-               (setf from (sb-sys:sap+ from 32) to (sb-sys:sap+ to 32))
+               (setf from (pointer+ from 32) to (pointer+ to 32))
                (decf left 4))
       (dotimes (j left)
         (put (* 8 j))))))
@@ -127,14 +127,14 @@ fixnums: a SAP passed to a function not inline is boxed, 16 bytes each."
   "Write the COUNT elements of STORAGE, a fixnum or (unsigned-byte 62)
 vector, as 8-byte integers."
   (declare (type index count) (optimize speed))
-  (sb-sys:with-pinned-objects (storage)
-    (let ((src (sb-sys:vector-sap storage)) (i 0))
+  (with-pinned-objects (storage)
+    (let ((src (vector-pointer storage)) (i 0))
       (declare (type index i))
       (loop while (< i count)
             do (let* ((k (min (- count i) +words-per-block+))
                       (p (progn (make-room-for ob (* 8 k)) (obuf-pos ob))))
                  (declare (type index p))
-                 (put-untagged-words (+ (sb-sys:sap-int src) (* 8 i)) (+ (obuf-base ob) p) k)
+                 (put-untagged-words (+ (pointer-address src) (* 8 i)) (+ (obuf-base ob) p) k)
                  (setf (obuf-pos ob) (+ p (* 8 k)))
                  (incf i k))))))
 
@@ -144,20 +144,20 @@ words, each checked to fit a fixnum (FIXNUM-P) or an (unsigned-byte 62):
 four a step, the addresses integers, as in PUT-UNTAGGED-WORDS.  Return K,
 or the index of the first integer that does not fit, before which all are
 stored."
-  (declare (type sb-ext:word from-address to-address)
+  (declare (type word from-address to-address)
            (type (integer 0 #.+words-per-block+) k) (optimize speed))
-  (let ((from (sb-sys:int-sap from-address)) (to (sb-sys:int-sap to-address)) (left k))
-    (declare (type sb-sys:system-area-pointer from to)
+  (let ((from (address-pointer from-address)) (to (address-pointer to-address)) (left k))
+    (declare (type pointer from to)
              (type (integer 0 #.+words-per-block+) left))
     (flet ((put (offset)
-             (let ((v (sb-sys:signed-sap-ref-64 from offset)))
+             (let ((v (mem-s64 from offset)))
                (unless (if fixnum-p (typep v 'fixnum) (typep v '(unsigned-byte 62)))
                  (return-from put-tagged-words (+ (- k left) (floor offset 8))))
-               (setf (sb-sys:signed-sap-ref-64 to offset) (ash v sb-vm:n-fixnum-tag-bits)))))
+               (setf (mem-s64 to offset) (ash v sb-vm:n-fixnum-tag-bits)))))
       (declare (inline put))
       (loop while (>= left 4)
             do (put 0) (put 8) (put 16) (put 24)
-               (setf from (sb-sys:sap+ from 32) to (sb-sys:sap+ to 32))
+               (setf from (pointer+ from 32) to (pointer+ to 32))
                (decf left 4))
       (dotimes (j left k)
         (put (* 8 j))))))
@@ -171,21 +171,21 @@ stored."
         (i 0)
         (mapped 0))                   ; elements whose pages PREFAULT has seen
     (declare (type index i mapped))
-    (sb-sys:with-pinned-objects (storage)
-      (let ((dst (sb-sys:vector-sap storage)))
+    (with-pinned-objects (storage)
+      (let ((dst (vector-pointer storage)))
         (loop while (< i count)
               do (need ib 8)          ; refills; at least one word in the window
                  (when (>= i mapped)  ; a new window: as far as it goes
                    (setf mapped (+ i (min (- count i) (floor (available ib) 8))))
-                   (prefault (+ (sb-sys:sap-int dst) (* 8 i)) (* 8 (- mapped i))))
+                   (prefault (+ (pointer-address dst) (* 8 i)) (* 8 (- mapped i))))
                  (let* ((p (ibuf-pos ib))
                         (k (min (- count i) (floor (available ib) 8) +words-per-block+))
                         (done (put-tagged-words (+ (ibuf-base ib) p)
-                                                (+ (sb-sys:sap-int dst) (* 8 i)) k fixnum-p)))
+                                                (+ (pointer-address dst) (* 8 i)) k fixnum-p)))
                    (declare (type index p k done))
                    (when (< done k)
                      (invalid ib (format nil "~d is not of type ~s"
-                                         (sb-sys:signed-sap-ref-64 (ibuf-sap ib) (+ p (* 8 done)))
+                                         (mem-s64 (ibuf-sap ib) (+ p (* 8 done)))
                                          (element-type-of-code code))
                               "an element of the array's type"
                               (+ (ibuf-offset ib) (* 8 done))))
@@ -201,11 +201,11 @@ stored."
      (let* ((bits (element-bits code))
             (whole (floor (* count bits) 8))
             (partial-bits (mod (* count bits) 8)))
-       (sb-sys:with-pinned-objects (storage)
-         (let ((sap (sb-sys:vector-sap storage)))
-           (write-octets-from-address ob (sb-sys:sap-int sap) whole)
+       (with-pinned-objects (storage)
+         (let ((sap (vector-pointer storage)))
+           (write-octets-from-address ob (pointer-address sap) whole)
            (unless (zerop partial-bits)
-             (write-u8 ob (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap whole))))))))))
+             (write-u8 ob (ldb (byte partial-bits 0) (mem-u8 sap whole))))))))))
 
 (defun range-checked-code-p (code)
   "True for the element types whose payload, copied as it is, can hold
@@ -223,15 +223,15 @@ READ-TAGGED-WORDS.)"
 WRITE-OCTETS-FROM-ADDRESS) is outside its element type (see
 RANGE-CHECKED-CODE-P)."
   (when (range-checked-code-p code)
-    (let ((sap (sb-sys:int-sap address))
+    (let ((sap (address-pointer address))
           (width (floor (element-bits code) 8))
           (limit (expt 2 (second (element-type-of-code code)))))
       (loop for i from 0 below nbytes by width
             for v = (ecase width
-                      (1 (sb-sys:sap-ref-8 sap i))
-                      (2 (sb-sys:sap-ref-16 sap i))
-                      (4 (sb-sys:sap-ref-32 sap i))
-                      (8 (sb-sys:sap-ref-64 sap i)))
+                      (1 (mem-u8 sap i))
+                      (2 (mem-u16 sap i))
+                      (4 (mem-u32 sap i))
+                      (8 (mem-u64 sap i)))
             when (>= v limit)
               do (invalid (rs-ibuf rs)
                           (format nil "element ~d does not fit ~s" v
@@ -248,14 +248,14 @@ RANGE-CHECKED-CODE-P)."
        (let ((nbytes (payload-bytes code count))
              (partial-bits (mod (* count (element-bits code)) 8))
              (start (ibuf-offset ib)))
-         (sb-sys:with-pinned-objects (storage)
-           (let ((sap (sb-sys:vector-sap storage)))
-             (read-octets-to-address ib (sb-sys:sap-int sap) nbytes)
+         (with-pinned-objects (storage)
+           (let ((sap (vector-pointer storage)))
+             (read-octets-to-address ib (pointer-address sap) nbytes)
              ;; SBCL expects the unused bits after the last element to be zero
              (unless (zerop partial-bits)
-               (setf (sb-sys:sap-ref-8 sap (1- nbytes))
-                     (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 sap (1- nbytes)))))
-             (check-payload-range rs (sb-sys:sap-int sap) nbytes code start))))))
+               (setf (mem-u8 sap (1- nbytes))
+                     (ldb (byte partial-bits 0) (mem-u8 sap (1- nbytes)))))
+             (check-payload-range rs (pointer-address sap) nbytes code start))))))
     storage))
 
 ;;; Simple vectors --------------------------------------------------------
@@ -319,13 +319,13 @@ elements are all looked at before anything is written or taken."
       (return-from write-short-leaf-vector nil))
     (unless (and (ss-track ss) (written-before-or-remember-p ss v))
       (let* ((sap (obuf-sap ob))
-             (out (sb-sys:sap+ sap p)))
-        (setf (sb-sys:sap-ref-8 out 0) +tag-simple-vector+
-              (sb-sys:sap-ref-8 out 1) n
-              out (sb-sys:sap+ out 2))
+             (out (pointer+ sap p)))
+        (setf (mem-u8 out 0) +tag-simple-vector+
+              (mem-u8 out 1) n
+              out (pointer+ out 2))
         (dotimes (i n)
           (setf out (put-immediate-leaf out (svref v i) boxed)))
-        (setf (obuf-pos ob) (sb-sys:sap- out sap))))
+        (setf (obuf-pos ob) (pointer- out sap))))
     t))
 
 (defun read-simple-vector-header (rs)
@@ -368,7 +368,7 @@ the type at run time, it parses the type specifier on every call (about
                   (t (error "no element type has code ~d" code)))))
     (by-code)))
 
-(sb-ext:define-load-time-global **copied-element-bits**
+(define-load-time-global **copied-element-bits**
     (let ((table (make-array 256 :element-type '(unsigned-byte 8) :initial-element 0)))
       (loop for (code nil bits) across +element-types+
             do (when (and bits (plusp bits) (raw-element-code-p code)
@@ -398,17 +398,17 @@ integers of any size cost more than copying a kilobyte."
     (when (<= end (obuf-end ob))
       (let ((sap (obuf-sap ob)))
         (if tag
-            (setf (sb-sys:sap-ref-8 sap p) tag)
-            (setf (sb-sys:sap-ref-8 sap p) +tag-specialized-vector+
-                  (sb-sys:sap-ref-8 sap (+ p 1)) code))
+            (setf (mem-u8 sap p) tag)
+            (setf (mem-u8 sap p) +tag-specialized-vector+
+                  (mem-u8 sap (+ p 1)) code))
         (put-varint sap length-at n)
-        (sb-sys:with-pinned-objects (v)
-          (let ((from (sb-sys:vector-sap v)))
-            (copy-memory from (sb-sys:sap+ sap header-end) whole)
+        (with-pinned-objects (v)
+          (let ((from (vector-pointer v)))
+            (copy-memory from (pointer+ sap header-end) whole)
             ;; the unused bits of the last byte are written as zeros
             (unless (zerop partial-bits)
-              (setf (sb-sys:sap-ref-8 sap (+ header-end whole))
-                    (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 from whole))))))
+              (setf (mem-u8 sap (+ header-end whole))
+                    (ldb (byte partial-bits 0) (mem-u8 from whole))))))
         (setf (obuf-pos ob) end)
         t))))
 
@@ -441,7 +441,7 @@ is wrong."
          (sap (ibuf-sap ib))
          (p (ibuf-pos ib))
          (end (ibuf-end ib))
-         (code (cond (implied-code) ((< p end) (sb-sys:sap-ref-8 sap p))))
+         (code (cond (implied-code) ((< p end) (mem-u8 sap p))))
          (bits (if code (aref **copied-element-bits** code) 0)))
     (declare (type index p end))
     (multiple-value-bind (n from) (if (plusp bits)
@@ -451,17 +451,17 @@ is wrong."
         (if (and nbytes (<= (+ from nbytes) end))
             (let ((v (progn (charge rs (+ 16 nbytes))
                             (make-specialized-vector code n))))
-              (sb-sys:with-pinned-objects (v)
-                (let ((to (sb-sys:vector-sap v)))
+              (with-pinned-objects (v)
+                (let ((to (vector-pointer v)))
                   (copy-window-bytes sap from to nbytes)
                   ;; SBCL expects the unused bits after the last element to be zero
                   (let ((partial-bits (mod (* n bits) 8)))
                     (unless (zerop partial-bits)
-                      (setf (sb-sys:sap-ref-8 to (1- nbytes))
-                            (ldb (byte partial-bits 0) (sb-sys:sap-ref-8 to (1- nbytes))))))
+                      (setf (mem-u8 to (1- nbytes))
+                            (ldb (byte partial-bits 0) (mem-u8 to (1- nbytes))))))
                   (setf (ibuf-pos ib) (+ from nbytes))
                   (when (range-checked-code-p code)
-                    (check-payload-range rs (sb-sys:sap-int to) nbytes code
+                    (check-payload-range rs (pointer-address to) nbytes code
                                          (+ (ibuf-consumed ib) from)))))
               (register rs v))
             (read-specialized-vector-in-general rs implied-code))))))
@@ -516,8 +516,8 @@ array, the array it is displaced to and the offset."
     (cond ((= code +element-type-t+) (write-simple-vector-contents ss storage n))
           ((= code +element-type-character+) (write-utf8-chars ob storage 0 n))
           ((= code +element-type-base-char+)
-           (sb-sys:with-pinned-objects (storage)
-             (write-octets-from-address ob (sb-sys:sap-int (sb-sys:vector-sap storage)) n)))
+           (with-pinned-objects (storage)
+             (write-octets-from-address ob (pointer-address (vector-pointer storage)) n)))
           ((= code +element-type-nil+))
           (t (write-payload ob storage code n)))))
 

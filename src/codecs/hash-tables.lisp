@@ -65,13 +65,13 @@
            (count (check-count ib (read-varint ib) 2 "a hash table")))
       ;; NaNs first: comparing one would trap
       (unless (and (typep rehash-size '(or integer float))
-                   (not (and (floatp rehash-size) (sb-ext:float-nan-p rehash-size)))
+                   (not (and (floatp rehash-size) (float-nan-p rehash-size)))
                    ;; bounded, or growing the table would overflow SBCL's index type
                    (typep rehash-size '(or (integer 1 #.(expt 2 30)) (float (1.0) 1000.0))))
         (restore-invalid rs (format nil "rehash size ~a" (brief rehash-size))
                          "an integer in [1, 2^30] or a float in (1.0, 1000.0]"))
       (unless (and (realp threshold)
-                   (not (and (floatp threshold) (sb-ext:float-nan-p threshold)))
+                   (not (and (floatp threshold) (float-nan-p threshold)))
                    (< 0 threshold) (<= threshold 1))
         (restore-invalid rs (format nil "rehash threshold ~a" (brief threshold))
                          "a real in (0, 1]"))
@@ -97,7 +97,7 @@ code that may reject a key it never expected): that is invalid input."
             do (setf (gethash key h) value))
       (let ((key nil))
         (handler-case
-            (sb-int:with-float-traps-masked (:invalid :overflow :divide-by-zero :inexact)
+            (with-float-traps-masked (:invalid :overflow :divide-by-zero :inexact)
               (loop for (k value) on pairs by #'cddr
                     do (setf key k
                              (gethash k h) value)))

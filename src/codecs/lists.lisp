@@ -79,7 +79,7 @@ straight into the window with one bounds check each."
                     (sap (obuf-sap ob)))
                (declare (type index k p))
                (dotimes (i k)
-                 (setf (sb-sys:signed-sap-ref-64 sap (+ p (* 8 i))) (the fixnum (car c))
+                 (setf (mem-s64 sap (+ p (* 8 i))) (the fixnum (car c))
                        c (cdr c)))
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))
@@ -102,9 +102,9 @@ each step waits for the cons stored there just before), and whose output
 is a pointer (see PUT-FIXNUM).  Inlined with PACKED and REFS constant or
 declared, below, so that each copy keeps only its own path: a loop holding
 the path through the table too spilled variables to the stack."
-  (declare (type sb-sys:system-area-pointer sap) (type index p k) (type cons c)
+  (declare (type pointer sap) (type index p k) (type cons c)
            (type (or null identity-table) refs) (optimize speed))
-  (let ((out (sb-sys:sap+ sap p))
+  (let ((out (pointer+ sap p))
         (left k))
     (declare (type index left))
     (loop
@@ -113,34 +113,34 @@ the path through the table too spilled variables to the stack."
       (let* ((x (car c))
              (after (cond ((not packed) (put-leaf-quickly out x refs))
                           ((int64-element-p x)
-                           (setf (sb-sys:signed-sap-ref-64 out 0) x)
-                           (sb-sys:sap+ out 8))
+                           (setf (mem-s64 out 0) x)
+                           (pointer+ out 8))
                           (t out))))
-        (when (sb-sys:sap= after out)
+        (when (pointer= after out)
           (return))
         (setf out after
-              left (sb-ext:truly-the index (1- left))))
+              left (truly-the index (1- left))))
       (let ((next (next-in-run c mark list)))
         (unless (consp next)
           (return-from put-number-cars
-            (values (sb-sys:sap- out sap) next (- k left))))
+            (values (pointer- out sap) next (- k left))))
         (setf c next)))
-    (values (sb-sys:sap- out sap) c (- k left))))
+    (values (pointer- out sap) c (- k left))))
 
 (defun put-plain-cars (window-address p c k mark list)
   "PUT-NUMBER-CARS without a table, at WINDOW-ADDRESS (see PUT-LEAF-CARS)."
-  (declare (type sb-ext:word window-address))
-  (put-number-cars (sb-sys:int-sap window-address) p c k mark nil nil list))
+  (declare (type word window-address))
+  (put-number-cars (address-pointer window-address) p c k mark nil nil list))
 
 (defun put-tracked-cars (window-address p c k mark refs list)
   "PUT-NUMBER-CARS with the table REFS, at WINDOW-ADDRESS (see PUT-LEAF-CARS)."
-  (declare (type sb-ext:word window-address) (type identity-table refs))
-  (put-number-cars (sb-sys:int-sap window-address) p c k mark nil refs list))
+  (declare (type word window-address) (type identity-table refs))
+  (put-number-cars (address-pointer window-address) p c k mark nil refs list))
 
 (defun put-packed-cars (window-address p c k mark list)
   "PUT-NUMBER-CARS for a packed run, at WINDOW-ADDRESS (see PUT-LEAF-CARS)."
-  (declare (type sb-ext:word window-address))
-  (put-number-cars (sb-sys:int-sap window-address) p c k mark t nil list))
+  (declare (type word window-address))
+  (put-number-cars (address-pointer window-address) p c k mark t nil list))
 
 (defun put-fixnum-cars (window-address p c k mark list)
   "PUT-PLAIN-CARS for cars that are fixnums, which need no table: store them
@@ -150,10 +150,10 @@ common and this loop has nothing else to test: about two thirds of the
 instructions of PUT-PLAIN-CARS per car.  The walk goes on while the cdr is
 a list, not a cons: the car of NIL is NIL, which ends the run as any car
 that is not a fixnum does, so reaching the end costs no test of its own."
-  (declare (type sb-ext:word window-address) (type index p k) (type cons c)
+  (declare (type word window-address) (type index p k) (type cons c)
            (optimize speed))
-  (let* ((sap (sb-sys:int-sap window-address))
-         (out (sb-sys:sap+ sap p))
+  (let* ((sap (address-pointer window-address))
+         (out (pointer+ sap p))
          (left k)
          (c c))
     (declare (type index left) (type list c))
@@ -164,14 +164,14 @@ that is not a fixnum does, so reaching the end costs no test of its own."
         (unless (typep x 'fixnum)
           (return))
         (setf out (put-fixnum out x)
-              left (sb-ext:truly-the index (1- left))))
+              left (truly-the index (1- left))))
       (let ((next (cdr c)))
         (when (eq next mark)
           (circular-list-error list))
         (unless (listp next)
-          (return-from put-fixnum-cars (values (sb-sys:sap- out sap) next (- k left))))
+          (return-from put-fixnum-cars (values (pointer- out sap) next (- k left))))
         (setf c next)))
-    (values (sb-sys:sap- out sap) c (- k left))))
+    (values (pointer- out sap) c (- k left))))
 
 (defun put-tracked-double-cars (window-address p c k mark refs list)
   "PUT-TRACKED-BOXES for the double-floats among the cars from the cons C
@@ -192,10 +192,10 @@ written) and how many were written.  A cons reached that is MARK means LIST is c
 has made room for K times +MAX-LEAF-BYTES+.  The window's address comes as
 an integer, a fixnum, as it does to the loops this calls: a SAP passed to a
 function not inline is boxed, 16 bytes of garbage for each call."
-  (declare (type sb-ext:word window-address) (type index p k) (type cons c)
+  (declare (type word window-address) (type index p k) (type cons c)
            (optimize speed))
   (let ((written 0)
-        (sap (sb-sys:int-sap window-address)))
+        (sap (address-pointer window-address)))
     (declare (type index written))
     (loop
       ;; what needs no call, in a loop of its own
@@ -214,7 +214,7 @@ function not inline is boxed, 16 bytes of garbage for each call."
                 (t (put-plain-cars window-address p c (- k written) mark list)))
         (declare (type index q n))
         (setf p q
-              written (sb-ext:truly-the index (+ written n)))
+              written (truly-the index (+ written n)))
         (unless (consp next)
           (return-from put-leaf-cars (values p next written)))
         (setf c next))
@@ -231,8 +231,8 @@ function not inline is boxed, 16 bytes of garbage for each call."
           (let ((q (put-leaf sap p x refs)))
             (unless q
               (return-from put-leaf-cars (values p c written)))
-            (setf p (sb-ext:truly-the index q)
-                  written (sb-ext:truly-the index (1+ written)))))
+            (setf p (truly-the index q)
+                  written (truly-the index (1+ written)))))
         (let ((next (next-in-run c mark list)))
           (unless (consp next)
             (return-from put-leaf-cars (values p next written)))
@@ -404,27 +404,27 @@ that length through the general writer."
             (write-claimed-run ss list k rest)
             (return-from write-short-leaf-list t))))
       (let* ((sap (obuf-sap ob))
-             (out (sb-sys:sap+ sap p)))
+             (out (pointer+ sap p)))
         ;; the header, as WRITE-LIST-HEADER writes it (N fits one byte)
         (cond ((null tail)
-               (setf (sb-sys:sap-ref-8 out 0) +tag-list+
-                     (sb-sys:sap-ref-8 out 1) n
-                     out (sb-sys:sap+ out 2)))
+               (setf (mem-u8 out 0) +tag-list+
+                     (mem-u8 out 1) n
+                     out (pointer+ out 2)))
               ((= n 1)
-               (setf (sb-sys:sap-ref-8 out 0) +tag-cons+
-                     out (sb-sys:sap+ out 1)))
+               (setf (mem-u8 out 0) +tag-cons+
+                     out (pointer+ out 1)))
               (t
-               (setf (sb-sys:sap-ref-8 out 0) +tag-dotted-list+
-                     (sb-sys:sap-ref-8 out 1) n
-                     out (sb-sys:sap+ out 2))))
+               (setf (mem-u8 out 0) +tag-dotted-list+
+                     (mem-u8 out 1) n
+                     out (pointer+ out 2))))
         (flet ((put (x)
                  (if (and x (not (eq x t)) (symbolp x))
                      (let ((id (identity-table-get-recurring (ss-refs ss) x)))
                        (when (< id 0)
                          (return-from write-short-leaf-list nil))
-                       (setf out (sb-sys:sap+ sap (put-ref sap (sb-sys:sap- out sap) id))))
+                       (setf out (pointer+ sap (put-ref sap (pointer- out sap) id))))
                      (let ((after (put-immediate-leaf out x boxed)))
-                       (when (sb-sys:sap= after out)
+                       (when (pointer= after out)
                          (return-from write-short-leaf-list nil))
                        (setf out after)))))
           ;; inline, so that it neither closes over OUT nor leaves by a
@@ -435,7 +435,7 @@ that length through the general writer."
                 do (put (car c)))
           (when tail
             (put tail)))
-        (setf (obuf-pos ob) (sb-sys:sap- out sap))
+        (setf (obuf-pos ob) (pointer- out sap))
         t))))
 
 (defun write-list-header (ss list)
@@ -524,9 +524,9 @@ bytes each, as in an INT64-LIST): give each its INT64 tag back."
     (declare (type index c))
     ;; backwards: each value moves to or past where it was read
     (loop for i of-type fixnum from (1- n) downto 0
-          do (let ((v (sb-sys:sap-ref-64 sap (+ c (* 8 i)))))
-               (setf (sb-sys:sap-ref-64 sap (+ c (* 9 i) 1)) v
-                     (sb-sys:sap-ref-8 sap (+ c (* 9 i))) +tag-int64+)))
+          do (let ((v (mem-u64 sap (+ c (* 8 i)))))
+               (setf (mem-u64 sap (+ c (* 9 i) 1)) v
+                     (mem-u8 sap (+ c (* 9 i))) +tag-int64+)))
     (setf (obuf-pos ob) (+ c (* 9 n)))))
 
 (defun widen-gap (ob contents)
@@ -674,7 +674,7 @@ more room (only when N reached a varint length with the last car)."
         (incf (obuf-pos ob) delta)))
     (let ((p (- start (obuf-flushed ob)))
           (sap (obuf-sap ob)))
-      (setf (sb-sys:sap-ref-8 sap p) (cond (packed +tag-int64-list+)
+      (setf (mem-u8 sap p) (cond (packed +tag-int64-list+)
                                            ((null tail) +tag-list+)
                                            (t +tag-dotted-list+)))
       (put-varint sap (1+ p) n))))
@@ -778,7 +778,7 @@ window while it holds them, with one comparison each, then through READ-S64
          (c run))
     (declare (type index end p))
     (loop while (and (consp c) (<= (+ p 8) end))
-          do (setf (car c) (sb-sys:signed-sap-ref-64 sap p)
+          do (setf (car c) (mem-s64 sap p)
                    p (+ p 8)
                    c (cdr c)))
     (setf (ibuf-pos ib) p)

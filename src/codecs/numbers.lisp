@@ -15,30 +15,30 @@
 (defun put-fixnum (out n)
   "Store the integer N, which fits in 64 signed bits, in its shortest form at
 the pointer OUT; return the pointer after it.  The caller has made room."
-  (declare (type sb-sys:system-area-pointer out) (type (signed-byte 64) n))
+  (declare (type pointer out) (type (signed-byte 64) n))
   (cond ((<= +smallest-in-tag-integer+ n +largest-in-tag-integer+)
-         (setf (sb-sys:sap-ref-8 out 0) (+ n +small-int-bias+))
-         (sb-sys:sap+ out 1))
+         (setf (mem-u8 out 0) (+ n +small-int-bias+))
+         (pointer+ out 1))
         ((<= 0 n 255)
-         (setf (sb-sys:sap-ref-8 out 0) +tag-uint8+
-               (sb-sys:sap-ref-8 out 1) n)
-         (sb-sys:sap+ out 2))
+         (setf (mem-u8 out 0) +tag-uint8+
+               (mem-u8 out 1) n)
+         (pointer+ out 2))
         ((<= -256 n -1)
-         (setf (sb-sys:sap-ref-8 out 0) +tag-negint8+
-               (sb-sys:sap-ref-8 out 1) (- -1 n))
-         (sb-sys:sap+ out 2))
+         (setf (mem-u8 out 0) +tag-negint8+
+               (mem-u8 out 1) (- -1 n))
+         (pointer+ out 2))
         ((typep n '(signed-byte 16))
-         (setf (sb-sys:sap-ref-8 out 0) +tag-int16+
-               (sb-sys:signed-sap-ref-16 out 1) n)
-         (sb-sys:sap+ out 3))
+         (setf (mem-u8 out 0) +tag-int16+
+               (mem-s16 out 1) n)
+         (pointer+ out 3))
         ((typep n '(signed-byte 32))
-         (setf (sb-sys:sap-ref-8 out 0) +tag-int32+
-               (sb-sys:signed-sap-ref-32 out 1) n)
-         (sb-sys:sap+ out 5))
+         (setf (mem-u8 out 0) +tag-int32+
+               (mem-s32 out 1) n)
+         (pointer+ out 5))
         (t
-         (setf (sb-sys:sap-ref-8 out 0) +tag-int64+
-               (sb-sys:signed-sap-ref-64 out 1) n)
-         (sb-sys:sap+ out 9))))
+         (setf (mem-u8 out 0) +tag-int64+
+               (mem-s64 out 1) n)
+         (pointer+ out 9))))
 
 (defun fixnum-bytes (n)
   "Bytes PUT-FIXNUM stores for N."
@@ -53,7 +53,7 @@ the pointer OUT; return the pointer after it.  The caller has made room."
   "WRITE-FIXNUM when the window may not hold the widest form: reserve exactly."
   (declare (type (signed-byte 64) n))
   (let ((p (reserve ob (fixnum-bytes n))))  ; first: it may move the window
-    (put-fixnum (sb-sys:sap+ (obuf-sap ob) p) n)
+    (put-fixnum (pointer+ (obuf-sap ob) p) n)
     (values)))                          ; not the pointer: it would be boxed
 
 (declaim (inline write-fixnum))
@@ -63,7 +63,7 @@ the pointer OUT; return the pointer after it.  The caller has made room."
   (let ((p (obuf-pos ob)))
     (if (<= (+ p +max-fixnum-bytes+) (obuf-end ob))
         (let ((sap (obuf-sap ob)))
-          (setf (obuf-pos ob) (sb-sys:sap- (put-fixnum (sb-sys:sap+ sap p) n) sap)))
+          (setf (obuf-pos ob) (pointer- (put-fixnum (pointer+ sap p) n) sap)))
         (write-fixnum-near-end ob n))))
 
 (defun write-bignum (ob n)
@@ -119,29 +119,29 @@ integer (a fixnum when it fits)."
 (defun put-single-float (out x)
   "Store the single-float X with its tag at the pointer OUT; return the
 pointer after it."
-  (declare (type sb-sys:system-area-pointer out) (type single-float x))
-  (setf (sb-sys:sap-ref-8 out 0) +tag-single-float+
-        (sb-sys:sap-ref-single out 1) x)
-  (sb-sys:sap+ out 5))
+  (declare (type pointer out) (type single-float x))
+  (setf (mem-u8 out 0) +tag-single-float+
+        (mem-single out 1) x)
+  (pointer+ out 5))
 
 (defun put-double-float (out x)
   "Store the double-float X with its tag at the pointer OUT; return the
 pointer after it."
-  (declare (type sb-sys:system-area-pointer out) (type double-float x))
-  (setf (sb-sys:sap-ref-8 out 0) +tag-double-float+
-        (sb-sys:sap-ref-double out 1) x)
-  (sb-sys:sap+ out 9))
+  (declare (type pointer out) (type double-float x))
+  (setf (mem-u8 out 0) +tag-double-float+
+        (mem-double out 1) x)
+  (pointer+ out 9))
 
 (defun write-single-float (ob x)
   (declare (type single-float x))
   (with-reserved (sap p ob 5)           ; RESERVE first: it may move the window
-    (put-single-float (sb-sys:sap+ sap p) x)
+    (put-single-float (pointer+ sap p) x)
     (values)))
 
 (defun write-double-float (ob x)
   (declare (type double-float x))
   (with-reserved (sap p ob 9)
-    (put-double-float (sb-sys:sap+ sap p) x)
+    (put-double-float (pointer+ sap p) x)
     (values)))
 
 ;;; Ratios and complexes ----------------------------------------------
@@ -173,18 +173,18 @@ pointer after it."
 the pointer OUT; return the pointer after it.  Dispatching on the complex's
 own type reads the parts unboxed (REALPART of an unknown complex conses a
 float)."
-  (declare (type sb-sys:system-area-pointer out))
+  (declare (type pointer out))
   (etypecase x
     ((complex double-float)
-     (setf (sb-sys:sap-ref-8 out 0) +tag-complex-double+
-           (sb-sys:sap-ref-double out 1) (realpart x)
-           (sb-sys:sap-ref-double out 9) (imagpart x))
-     (sb-sys:sap+ out 17))
+     (setf (mem-u8 out 0) +tag-complex-double+
+           (mem-double out 1) (realpart x)
+           (mem-double out 9) (imagpart x))
+     (pointer+ out 17))
     ((complex single-float)
-     (setf (sb-sys:sap-ref-8 out 0) +tag-complex-single+
-           (sb-sys:sap-ref-single out 1) (realpart x)
-           (sb-sys:sap-ref-single out 5) (imagpart x))
-     (sb-sys:sap+ out 9))))
+     (setf (mem-u8 out 0) +tag-complex-single+
+           (mem-single out 1) (realpart x)
+           (mem-single out 5) (imagpart x))
+     (pointer+ out 9))))
 
 (defun write-complex (ss x)
   (declare (optimize speed))
@@ -198,7 +198,7 @@ float)."
 (defun write-complex-float (ob x)
   (declare (type (or (complex double-float) (complex single-float)) x))
   (with-reserved (sap p ob (if (typep x '(complex double-float)) 17 9))
-    (put-complex-float (sb-sys:sap+ sap p) x)
+    (put-complex-float (pointer+ sap p) x)
     (values)))
 
 ;;; Numbers in blocks --------------------------------------------------
@@ -217,7 +217,7 @@ float)."
   "PUT-LEAF without a table: store X at the pointer OUT when it is a fixnum
 or a single float, or with BOXED a double or a complex of floats; return
 the pointer after it, or OUT itself, writing nothing, for anything else."
-  (declare (type sb-sys:system-area-pointer out))
+  (declare (type pointer out))
   (cond ((typep x 'fixnum) (put-fixnum out x))
         ((typep x 'single-float) (put-single-float out x))
         ((not boxed) out)
@@ -242,9 +242,9 @@ a byte, and room for them is cheap to reserve.")
   "PUT-PLAIN-LEAF for NIL and T too: store X at the pointer OUT when it is
 NIL, T, a fixnum or a single float, or with BOXED a double or a complex of
 floats; return the pointer after it, or OUT itself, writing nothing."
-  (declare (type sb-sys:system-area-pointer out))
-  (cond ((null x) (setf (sb-sys:sap-ref-8 out 0) +tag-nil+) (sb-sys:sap+ out 1))
-        ((eq x t) (setf (sb-sys:sap-ref-8 out 0) +tag-t+) (sb-sys:sap+ out 1))
+  (declare (type pointer out))
+  (cond ((null x) (setf (mem-u8 out 0) +tag-nil+) (pointer+ out 1))
+        ((eq x t) (setf (mem-u8 out 0) +tag-t+) (pointer+ out 1))
         (t (put-plain-leaf out x boxed))))
 
 (declaim (inline put-leaf))
@@ -261,10 +261,10 @@ caller has made room for +MAX-LEAF-BYTES+."
                 -1)))
     (if (>= id 0)
         (put-ref sap p id)
-        (let* ((out (sb-sys:sap+ sap p))
+        (let* ((out (pointer+ sap p))
                (after (put-plain-leaf out x t)))
-          (and (not (sb-sys:sap= after out))
-               (sb-sys:sap- after sap))))))
+          (and (not (pointer= after out))
+               (pointer- after sap))))))
 
 (declaim (inline leaf-p))
 (defun leaf-p (x)
@@ -278,7 +278,7 @@ is a fixnum or a single float, or a double or a complex of floats that
 needs no table (REFS is NIL) or that REFS gives an id without a call (see
 IDENTITY-TABLE-ADD-QUICKLY); return the pointer after it, or OUT itself,
 writing nothing, for anything else (which PUT-LEAF then takes, if a number)."
-  (declare (type sb-sys:system-area-pointer out) (type (or null identity-table) refs))
+  (declare (type pointer out) (type (or null identity-table) refs))
   ;; immediates first, on the shortest path; each PUT-PLAIN-LEAF below is
   ;; cut down to the types its branch leaves
   (cond ((typep x '(or fixnum single-float)) (put-plain-leaf out x nil))
@@ -312,12 +312,12 @@ the table, which takes registers the loop over a vector of fixnums then
 spills: it ran 60% slower).  The caller has made room for END - START times
 +MAX-LEAF-BYTES+, and END is within V (checked here, once: the elements
 are read unchecked)."
-  (declare (type sb-ext:word window-address) (type index p start end)
+  (declare (type word window-address) (type index p start end)
            (type simple-vector v) (optimize speed))
   (unless (<= end (length v))
     (error "put-plain-elements: end ~d past a vector of ~d" end (length v)))
-  (let* ((sap (sb-sys:int-sap window-address))
-         (out (sb-sys:sap+ sap p))
+  (let* ((sap (address-pointer window-address))
+         (out (pointer+ sap p))
          (i start))
     (declare (type index i))
     (flet ((element (i)
@@ -340,19 +340,19 @@ are read unchecked)."
                                 (typep d '(integer #.+smallest-in-tag-integer+
                                                    #.+largest-in-tag-integer+)))
                      (return))
-                   (setf (sb-sys:sap-ref-32 out 0)
+                   (setf (mem-u32 out 0)
                          (logior (+ a +small-int-bias+)
                                  (ash (+ b +small-int-bias+) 8)
                                  (ash (+ c +small-int-bias+) 16)
                                  (ash (+ d +small-int-bias+) 24))
-                         out (sb-sys:sap+ out 4)
+                         out (pointer+ out 4)
                          i (+ i 4))))
         (when (>= i end)
           (return))
         (let ((x (element i)))
           (if (typep x 'fixnum)
               ;; fixnums not all in their tag: one at a time, to the run's end
-              (loop (setf out (put-fixnum out (sb-ext:truly-the fixnum x)) ; tested below
+              (loop (setf out (put-fixnum out (truly-the fixnum x)) ; tested below
                           i (+ i 1))
                     (unless (< i end)
                       (return))
@@ -360,11 +360,11 @@ are read unchecked)."
                     (unless (typep x 'fixnum)
                       (return)))
               (let ((after (put-plain-leaf out x boxed)))
-                (when (sb-sys:sap= after out)
+                (when (pointer= after out)
                   (return))
                 (setf out after
                       i (+ i 1)))))))
-    (values (sb-sys:sap- out sap) i)))
+    (values (pointer- out sap) i)))
 
 (declaim (inline next-in-run))
 (defun next-in-run (c mark list)
@@ -393,26 +393,26 @@ stored) and how many were stored.  None is stored when REFS is not in seen
 bits; a box not taken (met before, or in another chunk) is left to PUT-LEAF.
 Inlined with COMPLEX and VECTOR constant: one loop for each kind of box and
 source (PUT-TRACKED-DOUBLE-CARS and the others below)."
-  (declare (type sb-ext:word window-address) (type index p start k)
+  (declare (type word window-address) (type index p start k)
            (type identity-table refs) (optimize speed))
   (when (and vector (> k (length (the simple-vector source))))
     (error "put-tracked-boxes: end ~d past a vector of ~d" k (length source)))
   (multiple-value-bind (ready bits base chunk epoch) (seen-bits-state refs)
-    (let* ((sap (sb-sys:int-sap window-address))
-           (out (sb-sys:sap+ sap p))
+    (let* ((sap (address-pointer window-address))
+           (out (pointer+ sap p))
            (i start)                    ; the vector's index
            (c (if vector nil source))   ; the list's cons
            (left (if vector 0 k))       ; the list's cars still allowed
            (taken 0)
            (wk -1)
            (word 0))
-      (declare (type index i left taken) (type fixnum wk) (type sb-ext:word word)
+      (declare (type index i left taken) (type fixnum wk) (type word word)
                (type list c))
       (flet ((finish (reached)
                (settle-box-run refs wk word source start taken)
                (if vector
-                   (values (sb-sys:sap- out sap) i)
-                   (values (sb-sys:sap- out sap) reached (- k left)))))
+                   (values (pointer- out sap) i)
+                   (values (pointer- out sap) reached (- k left)))))
         (declare (inline finish))
         (unless ready
           (return-from put-tracked-boxes
@@ -436,7 +436,7 @@ source (PUT-TRACKED-DOUBLE-CARS and the others below)."
                 (return))
               (let* ((granule (address-granule address))
                      ;; within the chunk's block, so within BITS
-                     (w (sb-ext:truly-the index (+ base (ash granule -6))))
+                     (w (truly-the index (+ base (ash granule -6))))
                      (bit (ash 1 (logand granule 63))))
                 (unless (= w wk)
                   (locally (declare (optimize (safety 0)))
@@ -517,7 +517,7 @@ takes them; return the index of the first one not written."
                     (setf (obuf-pos ob) p)
                     (return-from write-leaf-elements i))
                   ;; below the window's end, which BLOCK allowed for
-                  (setf p (sb-ext:truly-the index q))
+                  (setf p (truly-the index q))
                   (incf i)))
               (setf (obuf-pos ob) p)))))))
 

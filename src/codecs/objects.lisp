@@ -33,8 +33,8 @@
       ((t) (lambda (o) (sb-kernel:%instance-ref o i)))
       (double-float (lambda (o) (sb-kernel:%raw-instance-ref/double o i)))
       (single-float (lambda (o) (sb-kernel:%raw-instance-ref/single o i)))
-      (sb-ext:word (lambda (o) (sb-kernel:%raw-instance-ref/word o i)))
-      (sb-vm:signed-word (lambda (o) (sb-kernel:%raw-instance-ref/signed-word o i)))
+      (word (lambda (o) (sb-kernel:%raw-instance-ref/word o i)))
+      (signed-word (lambda (o) (sb-kernel:%raw-instance-ref/signed-word o i)))
       (sb-kernel:complex-double-float
        (lambda (o) (sb-kernel:%raw-instance-ref/complex-double o i)))
       (sb-kernel:complex-single-float
@@ -165,7 +165,7 @@ DESCRIPTOR-ID (under 2^32), under one room check."
   (declare (type obuf ob) (type (unsigned-byte 32) descriptor-id))
   (let* ((p (reserve ob (1+ (ref-length descriptor-id))))
          (sap (obuf-sap ob)))
-    (setf (sb-sys:sap-ref-8 sap p) +tag-instance+)
+    (setf (mem-u8 sap p) +tag-instance+)
     (put-ref sap (1+ p) descriptor-id)))
 
 (defun write-instance-header (ss object)
@@ -213,7 +213,7 @@ room checked once, anything else through WRITE-OBJECT."
              (<= (+ p +max-leaf-bytes+) (obuf-end ob)))
         (let ((sap (obuf-sap ob)))
           (setf (obuf-pos ob)
-                (sb-sys:sap- (put-immediate-leaf (sb-sys:sap+ sap p) x boxed) sap)))
+                (pointer- (put-immediate-leaf (pointer+ sap p) x boxed) sap)))
         (write-object ss x))))
 
 (defun write-instance-contents (ss object d)
@@ -278,8 +278,8 @@ raw slots included.  The value's type is checked before it is called."
       ((t) (lambda (o v) (setf (sb-kernel:%instance-ref o i) v)))
       (double-float (lambda (o v) (setf (sb-kernel:%raw-instance-ref/double o i) v)))
       (single-float (lambda (o v) (setf (sb-kernel:%raw-instance-ref/single o i) v)))
-      (sb-ext:word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/word o i) v)))
-      (sb-vm:signed-word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/signed-word o i) v)))
+      (word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/word o i) v)))
+      (signed-word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/signed-word o i) v)))
       (sb-kernel:complex-double-float
        (lambda (o v) (setf (sb-kernel:%raw-instance-ref/complex-double o i) v)))
       (sb-kernel:complex-single-float

@@ -14,7 +14,7 @@
   "Run BODY, which reads objects inside the object being read, once the
 control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
   `(progn
-     (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor ,rs))
+     (when (< (pointer-address (sb-kernel:current-sp)) (rs-stack-floor ,rs))
        (restore-too-deep ,rs))
      ,@body))
 
@@ -145,7 +145,7 @@ names it by its rank among the LATER containers."
 window: what a NOT-BINSTORE-DATA message shows."
   (let ((n (min 8 (available ib))))
     (loop for i below n
-          collect (sb-sys:sap-ref-8 (ibuf-sap ib) (+ (ibuf-pos ib) i)))))
+          collect (mem-u8 (ibuf-sap ib) (+ (ibuf-pos ib) i)))))
 
 (defun not-binstore-data (ib message)
   (error 'not-binstore-data
@@ -266,7 +266,7 @@ says its count."
             (read-record-object rs fn))
           ;; an end marker the window already holds is this record's
           (when (and (plusp (available ib))
-                     (= (sb-sys:sap-ref-8 (ibuf-sap ib) (ibuf-pos ib)) +tag-end+))
+                     (= (mem-u8 (ibuf-sap ib) (ibuf-pos ib)) +tag-end+))
             (read-u8 ib))
           count))))
 

@@ -33,7 +33,7 @@
 
 (in-package #:binstore)
 
-(defconstant +granule-shift+ (integer-length (1- (* 2 sb-vm:n-word-bytes)))
+(defconstant +granule-shift+ (integer-length (1- (* 2 +word-bytes+)))
   "Log2 of the granule: SBCL aligns every heap object to two words.")
 
 (defconstant +chunk-shift+ 12
@@ -47,7 +47,7 @@
 RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
 
 (deftype u32-vector () '(simple-array (unsigned-byte 32) (*)))
-(deftype word-vector () '(simple-array sb-ext:word (*)))
+(deftype word-vector () '(simple-array word (*)))
 (deftype id-or-none () "An id, or -1 for none." '(integer -1 #.(1- (expt 2 32))))
 
 (defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
@@ -74,7 +74,7 @@ RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
   ;; DIRECTORY at least twice as long as CHUNKS, a power of two, so a probe
   ;; always meets an empty entry and a block index is always within BITS.
   (chunks (make-array 16 :element-type 'fixnum) :type (simple-array fixnum (*)))
-  (bits (make-array (* 16 +block-words+) :element-type 'sb-ext:word) :type word-vector)
+  (bits (make-array (* 16 +block-words+) :element-type 'word) :type word-vector)
   (directory (make-array 32 :element-type '(unsigned-byte 32)) :type u32-vector)
   (blocks 0 :type index)                      ; blocks in use
   (last-chunk -1 :type fixnum)                ; the chunk met last, and its block's
@@ -232,7 +232,7 @@ where it goes."
   "Double the number of blocks TABLE can hold, keeping the ones in use."
   (let* ((n (* 2 (length (it-chunks table))))
          (chunks (make-array n :element-type 'fixnum))
-         (bits (make-array (* +block-words+ n) :element-type 'sb-ext:word))
+         (bits (make-array (* +block-words+ n) :element-type 'word))
          (used (it-blocks table)))
     (replace chunks (it-chunks table) :end2 used)
     (replace bits (it-bits table) :end2 (* +block-words+ used))
@@ -687,7 +687,7 @@ START, the next ids: as a box run (NOTE-BOX-RUN) when they are
 N new boxes from SOURCE (see TAKE-BOX-RUN) and holds WORD, the word of seen
 bits at K (-1 for none): the word goes back in place, and the boxes take
 the next ids.  Inline, so that the word is not boxed for a call."
-  (declare (type identity-table table) (type fixnum k) (type sb-ext:word word)
+  (declare (type identity-table table) (type fixnum k) (type word word)
            (type index start n))
   (when (>= k 0)
     ;; K is a word of the block SEEN-BITS-STATE gave, within the bits
@@ -770,8 +770,8 @@ loop without one tests nothing for it."
         (chunk (it-last-chunk table))
         (epoch (it-epoch table))
         (n 0) (k -1) (word 0))
-    (declare (type (simple-array sb-ext:word (*)) bits) (type index n base)
-             (type fixnum chunk k) (type sb-ext:word word))
+    (declare (type (simple-array word (*)) bits) (type index n base)
+             (type fixnum chunk k) (type word word))
     (loop
       ;; the epoch before the address: a collection after the check shows
       ;; in the caller's check of the epoch, which then indexes afresh
@@ -781,7 +781,7 @@ loop without one tests nothing for it."
         (unless (= (address-chunk address) chunk)
           (return))
         (let* ((granule (address-granule address))
-               (wk (sb-ext:truly-the index (+ base (ash granule -6))))
+               (wk (truly-the index (+ base (ash granule -6))))
                (bit (ash 1 (logand granule 63))))
           (unless (= wk k)
             (when (>= k 0)
@@ -791,7 +791,7 @@ loop without one tests nothing for it."
           (when (logtest word bit)
             (return))
           (setf word (logior word bit)
-                n (sb-ext:truly-the index (1+ n))
+                n (truly-the index (1+ n))
                 c (cdr c)))))
     (when (>= k 0)
       (setf (aref bits k) word))

@@ -54,7 +54,7 @@ or NIL if it reads none of that tag."
 WINDOW-VARINT reads: the id and the reference's size in bytes; otherwise 0
 and 0.  As WINDOW-INTEGER, it reads nothing else and calls nothing."
   (declare (type index p end))
-  (let ((tag (sb-sys:sap-ref-8 sap p)))
+  (let ((tag (mem-u8 sap p)))
     ;; the small references' range as one comparison, by wrapping around:
     ;; the commonest case falls through
     (cond ((< (ldb (byte 8 0) (- tag +first-small-ref-tag+)) +small-ref-count+)
@@ -84,11 +84,11 @@ the same two checks in place, as exits from the loop: through this
 function's two values they took 8-10% more instructions."
   (declare (type simple-vector refs) (type index made p end))
   (multiple-value-bind (id size) (window-ref-id sap p end)
-    (let ((id (sb-ext:truly-the index id))) ; an index whenever SIZE is not 0
+    (let ((id (truly-the index id))) ; an index whenever SIZE is not 0
       (if (and (plusp size) (< id made))
           (values (locally (declare (optimize (safety 0)))
                     (svref refs id))
-                  (sb-ext:truly-the index (+ p size)))
+                  (truly-the index (+ p size)))
           (values nil nil)))))
 
 (declaim (inline window-ref))
@@ -143,7 +143,7 @@ high bits, gathered as they move, say whether all were ASCII."
          ;; address passed to a function not inline is boxed, which cost every
          ;; element of the callers' loops 16 bytes of garbage
          (sap (ibuf-sap (rs-ibuf rs)))
-         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
+         (n (if (< (+ p 1) end) (mem-u8 sap (+ p 1)) 128))
          (from (+ p 2))
          (words (ceiling n 8)))
     (declare (type index n from words))
@@ -154,22 +154,22 @@ high bits, gathered as they move, say whether all were ASCII."
               (high 0)
               (whole (floor n 8))
               (k (logand n 7)))
-          (declare (type sb-ext:word high) (type index whole) (type (integer 0 7) k))
+          (declare (type word high) (type index whole) (type (integer 0 7) k))
           ;; every offset below is within the window, below END: an index
           (dotimes (w whole)
-            (let ((word (sb-sys:sap-ref-64 sap (sb-ext:truly-the index (+ from (* 8 w))))))
+            (let ((word (mem-u64 sap (truly-the index (+ from (* 8 w))))))
               (setf high (logior high word)
                     (sb-kernel:%vector-raw-bits s w) word)))
           (unless (zerop k)
             ;; the last word holds K characters
             (let ((word (ldb (byte (* 8 k) 0)
-                             (sb-sys:sap-ref-64 sap (sb-ext:truly-the index (+ from (* 8 whole)))))))
+                             (mem-u64 sap (truly-the index (+ from (* 8 whole)))))))
               (setf high (logior high word)
                     (sb-kernel:%vector-raw-bits s whole) word)))
           (if (logtest high #x8080808080808080)
               (values nil nil)
               (progn (charge rs n)
-                     (values s (sb-ext:truly-the index (+ from n)))))))))
+                     (values s (truly-the index (+ from n)))))))))
 
 (defun window-base-string (rs p end)
   "If the window holds at P (below END) a base string WINDOW-ASCII-STRING
@@ -193,28 +193,28 @@ bad ones).  The characters are checked as they are decoded, in one pass."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* (;; as in WINDOW-BASE-STRING, the address is not passed
          (sap (ibuf-sap (rs-ibuf rs)))
-         (n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) 128))
+         (n (if (< (+ p 1) end) (mem-u8 sap (+ p 1)) 128))
          (q (+ p 2)))
     (declare (type index n q))
     (if (>= n +window-string-bytes+)
         (values nil nil)
         (let ((s (make-string n)))
           (dotimes (i n)
-            (let ((b (if (< q end) (sb-sys:sap-ref-8 sap q) #xFF)))
+            (let ((b (if (< q end) (mem-u8 sap q) #xFF)))
               (cond ((< b #x80)
                      (setf (schar s i) (code-char b)
                            q (+ q 1)))
                     ((and (<= #xC2 b #xDF) (< (+ q 1) end)
-                          (= (logand (sb-sys:sap-ref-8 sap (+ q 1)) #xC0) #x80))
+                          (= (logand (mem-u8 sap (+ q 1)) #xC0) #x80))
                      (setf (schar s i) (code-char (logior (ash (logand b #x1F) 6)
-                                                          (logand (sb-sys:sap-ref-8 sap (+ q 1))
+                                                          (logand (mem-u8 sap (+ q 1))
                                                                   #x3F)))
                            q (+ q 2)))
                     (t
                      ;; a wider character (or a bad one): the rest by the
                      ;; general decoder, in one call
                      (multiple-value-bind (j next)
-                         (decode-utf8-window s i n (sb-sys:sap-int sap) q end)
+                         (decode-utf8-window s i n (pointer-address sap) q end)
                        (declare (type index j next))
                        (unless (= j n)
                          (return-from window-character-string (values nil nil)))
@@ -249,12 +249,12 @@ NIL.  For the loops over runs of them: inlined with a constant TAG, its
 tests on TAG fold away; the loops count the boxes (from the bytes read, in
 a list) and give them their ids after (REGISTER-BOXES)."
   (declare (type index p end) (type (unsigned-byte 8) tag))
-  (and (= (sb-sys:sap-ref-8 sap p) tag)
+  (and (= (mem-u8 sap p) tag)
        (<= (+ p (box-bytes tag)) end)
        (if (= tag +tag-double-float+)
-           (sb-sys:sap-ref-double sap (+ p 1))
-           (complex (sb-sys:sap-ref-double sap (+ p 1))
-                    (sb-sys:sap-ref-double sap (+ p 9))))))
+           (mem-double sap (+ p 1))
+           (complex (mem-double sap (+ p 1))
+                    (mem-double sap (+ p 9))))))
 
 (declaim (inline fixed-leaf-value))
 (defun fixed-leaf-value (sap q tag)
@@ -264,12 +264,12 @@ single-float."
   (case tag
     (#.+tag-nil+ nil)
     (#.+tag-t+ t)
-    (#.+tag-uint8+ (sb-sys:sap-ref-8 sap q))
-    (#.+tag-negint8+ (- -1 (sb-sys:sap-ref-8 sap q)))
-    (#.+tag-int16+ (sb-sys:signed-sap-ref-16 sap q))
-    (#.+tag-int32+ (sb-sys:signed-sap-ref-32 sap q))
-    (#.+tag-int64+ (sb-sys:signed-sap-ref-64 sap q))
-    (t (sb-sys:sap-ref-single sap q))))
+    (#.+tag-uint8+ (mem-u8 sap q))
+    (#.+tag-negint8+ (- -1 (mem-u8 sap q)))
+    (#.+tag-int16+ (mem-s16 sap q))
+    (#.+tag-int32+ (mem-s32 sap q))
+    (#.+tag-int64+ (mem-s64 sap q))
+    (t (mem-single sap q))))
 
 (declaim (inline window-pure-leaf))
 (defun window-pure-leaf (rs sap p end)
@@ -279,7 +279,7 @@ reference to an object or a cons made before): that object and the offset
 after it; otherwise NIL and NIL.  Reading one changes nothing but the
 cache of conses by id, so a reader may read several and then give up."
   (declare (type restore-state rs) (type index p end))
-  (let ((tag (sb-sys:sap-ref-8 sap p)))
+  (let ((tag (mem-u8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (- tag +small-int-bias+) (+ p 1)))
           ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+))
@@ -304,7 +304,7 @@ READ-OBJECT would give it."
   ;; WINDOW-PURE-LEAF's first clauses are written out again here: built on
   ;; it, the loops that inline this one spilled more (a list of pairs of
   ;; integers took 6% more instructions to restore)
-  (let ((tag (sb-sys:sap-ref-8 sap p)))
+  (let ((tag (mem-u8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (- tag +small-int-bias+) (+ p 1)))
           ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+))
@@ -322,8 +322,8 @@ READ-OBJECT would give it."
                (if (or (null size) (> (+ p size) end))
                    (values nil nil)
                    (values (if (= tag +tag-complex-single+)
-                               (register rs (complex (sb-sys:sap-ref-single sap q)
-                                                     (sb-sys:sap-ref-single sap (+ q 4))))
+                               (register rs (complex (mem-single sap q)
+                                                     (mem-single sap (+ q 4))))
                                (fixed-leaf-value sap q tag))
                            (+ p size))))))))
 
@@ -332,7 +332,7 @@ READ-OBJECT would give it."
   "Bytes of the leaf WINDOW-LEAF would read at SAP+P, or NIL; reads nothing."
   (declare (type restore-state rs) (type index p end))
   (when (< p end)
-    (let* ((tag (sb-sys:sap-ref-8 sap p))
+    (let* ((tag (mem-u8 sap p))
            (size (cond ((>= tag +first-small-int-tag+) 1)
                        ((>= tag +first-small-ref-tag+)
                         (and (< (- tag +first-small-ref-tag+) (rs-next-id rs)) 1))
@@ -358,7 +358,7 @@ before either is read, so nothing takes an id unless the cons is made."
   (declare (type restore-state rs) (type index p end) (optimize speed))
   (let* (;; as in WINDOW-BASE-STRING, the address is not passed
          (sap (ibuf-sap (rs-ibuf rs)))
-         (car-bytes (and (= (sb-sys:sap-ref-8 sap p) +tag-cons+)
+         (car-bytes (and (= (mem-u8 sap p) +tag-cons+)
                          (window-nesting-allowed-p rs)
                          (window-leaf-bytes rs sap (+ p 1) end)))
          (cdr-bytes (and car-bytes (window-leaf-bytes rs sap (+ p 1 car-bytes) end))))
@@ -382,7 +382,7 @@ END) when the window holds it and it is at most +WINDOW-SHORT-ELEMENTS+
 (a one-byte varint, the count itself), and max-depth allows the
 container; otherwise NIL."
   (declare (type restore-state rs) (type index p end))
-  (let ((n (if (< (+ p 1) end) (sb-sys:sap-ref-8 sap (+ p 1)) #xFF)))
+  (let ((n (if (< (+ p 1) end) (mem-u8 sap (+ p 1)) #xFF)))
     (and (<= n +window-short-elements+)
          (window-nesting-allowed-p rs)
          n)))
@@ -467,7 +467,7 @@ leaves (see WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
   (multiple-value-bind (value next) (window-leaf rs sap p end)
     (if next
         (values value next)
-        (let ((tag (sb-sys:sap-ref-8 sap p)))
+        (let ((tag (mem-u8 sap p)))
           (cond ((= tag +tag-cons+) (window-pair rs p end))
                 ((= tag +tag-list+) (window-short-list rs p end))
                 ((= tag +tag-simple-vector+) (window-short-vector rs p end))
@@ -482,24 +482,24 @@ calls nothing, so the loops below keep it in registers.  Returning a size
 rather than the offset after it lets them add it knowing the sum stays
 below END, with no test for NIL or check of type."
   (declare (type index p end))
-  (let ((tag (sb-sys:sap-ref-8 sap p))
+  (let ((tag (mem-u8 sap p))
         (room (- end p)))
     (flet ((fits (size) (<= size room)))
       (declare (inline fits))
       (cond ((>= tag +first-small-int-tag+)
              (values (- tag +small-int-bias+) 1))
             ((and (= tag +tag-uint8+) (fits 2))
-             (values (sb-sys:sap-ref-8 sap (+ p 1)) 2))
+             (values (mem-u8 sap (+ p 1)) 2))
             ((and (= tag +tag-negint8+) (fits 2))
-             (values (- -1 (sb-sys:sap-ref-8 sap (+ p 1))) 2))
+             (values (- -1 (mem-u8 sap (+ p 1))) 2))
             ((and (= tag +tag-int16+) (fits 3))
-             (values (sb-sys:signed-sap-ref-16 sap (+ p 1)) 3))
+             (values (mem-s16 sap (+ p 1)) 3))
             ((and (= tag +tag-int32+) (fits 5))
-             (values (sb-sys:signed-sap-ref-32 sap (+ p 1)) 5))
+             (values (mem-s32 sap (+ p 1)) 5))
             ((and (= tag +tag-int64+) (fits 9))
              ;; a fixnum, as every writer makes it: another value would
              ;; need a bignum here, and the loops a GC barrier on each store
-             (let ((value (sb-sys:signed-sap-ref-64 sap (+ p 1))))
+             (let ((value (mem-s64 sap (+ p 1))))
                (if (typep value 'fixnum)
                    (values value 9)
                    (values 0 0))))
@@ -509,7 +509,7 @@ below END, with no test for NIL or check of type."
 (defun window-single-float-p (sap p end)
   "True when SAP+P holds a single-float whole in the window (below END)."
   (declare (type index p end))
-  (and (<= (+ p 5) end) (= (sb-sys:sap-ref-8 sap p) +tag-single-float+)))
+  (and (<= (+ p 5) end) (= (mem-u8 sap p) +tag-single-float+)))
 
 (declaim (inline string-tag-p))
 (defun string-tag-p (tag)
@@ -532,7 +532,7 @@ says, both inline: the one reader of the loops over runs of strings."
 (defconstant +ref-kind+ 5 "A tag of references WINDOW-REF-ID reads.")
 (defconstant +leaf-kind+ 6 "A tag of another leaf, a CONS, a LIST or a SIMPLE-VECTOR, WINDOW-ELEMENT may read.")
 
-(sb-ext:define-load-time-global **window-kinds**
+(define-load-time-global **window-kinds**
     (let ((kinds (make-array 256 :element-type '(unsigned-byte 8)
                                  :initial-element +general-kind+)))
       (flet ((kind (kind &rest tags)
@@ -563,7 +563,7 @@ tag go to READ-OBJECT.")
 P is not below END (the window is used up: READ-OBJECT refills it)."
   (declare (type index p end))
   (if (< p end)
-      (aref **window-kinds** (sb-sys:sap-ref-8 sap p))
+      (aref **window-kinds** (mem-u8 sap p))
       +general-kind+))
 
 (declaim (inline window-integer-next-p))
@@ -572,7 +572,7 @@ P is not below END (the window is used up: READ-OBJECT refills it)."
 single-float (checked between other leaves, to go back to the loops of
 those)."
   (and (< p end)
-       (let ((kind (aref **window-kinds** (sb-sys:sap-ref-8 sap p))))
+       (let ((kind (aref **window-kinds** (mem-u8 sap p))))
          (or (= kind +integer-kind+) (= kind +single-kind+)))))
 
 (defun fill-ref-cars (rs c p end)
@@ -592,15 +592,15 @@ inside FILL-CARS the table and its count lived on the stack."
       (unless (< p end)
         (return (values p c nil)))
       (multiple-value-bind (id size) (window-ref-id sap p end)
-        (let ((id (sb-ext:truly-the index id))) ; an index whenever SIZE is not 0
+        (let ((id (truly-the index id))) ; an index whenever SIZE is not 0
           (when (or (zerop size) (>= id made))
             (return (values p c nil)))
           ;; below MADE, within REFS (see WINDOW-MADE-REF)
           (setf (car c) (locally (declare (optimize (safety 0)))
                           (svref refs id))
-                p (sb-ext:truly-the index (+ p size)))))
+                p (truly-the index (+ p size)))))
       ;; the list is proper: its cdrs are conses up to NIL
-      (let ((next (sb-ext:truly-the list (cdr c))))
+      (let ((next (truly-the list (cdr c))))
         (when (null next)
           (return (values p nil c)))
         (setf c next)))))
@@ -617,14 +617,14 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
     (when (null c)                      ; as in FILL-REF-CARS
       (return-from fill-string-cars (values p nil nil)))
     (loop
-      (unless (and (< p end) (string-tag-p (sb-sys:sap-ref-8 sap p)))
+      (unless (and (< p end) (string-tag-p (mem-u8 sap p)))
         (return (values p c nil)))
-      (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap p) p end)
+      (multiple-value-bind (s next) (window-string rs (mem-u8 sap p) p end)
         (unless next
           (return (values p c nil)))
         (setf (car c) s
               p next))
-      (let ((next (sb-ext:truly-the list (cdr c)))) ; the list is proper
+      (let ((next (truly-the list (cdr c)))) ; the list is proper
         (when (null next)
           (return (values p nil c)))
         (setf c next)))))
@@ -651,7 +651,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
                         (when (zerop size)
                           (return))
                         (setf (car d) value
-                              q (sb-ext:truly-the index (+ q size))
+                              q (truly-the index (+ q size))
                               dlast d
                               d (cdr d))))
              (setf p q c d last dlast)))
@@ -659,7 +659,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
            (let ((q p) (d c) (dlast last))
              (declare (type index q))
              (loop while (and (consp d) (window-single-float-p sap q end))
-                   do (setf (car d) (sb-sys:sap-ref-single sap (+ q 1))
+                   do (setf (car d) (mem-single sap (+ q 1))
                             q (+ q 5)
                             dlast d
                             d (cdr d)))
@@ -680,7 +680,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
                                             (unless x
                                               (return-from boxes))
                                             (setf (car d) x
-                                                  q (sb-ext:truly-the index
+                                                  q (truly-the index
                                                                       (+ q (box-bytes tag))))
                                             ;; the next cons from D, in a
                                             ;; register, before DLAST, which
@@ -691,7 +691,7 @@ list of 1,000,000 short strings: 168M instructions to restore, 160M here)."
                       (when (> q p)
                         (register-boxes rs c 0 (truncate (- q p) (box-bytes tag))))))
                (declare (inline boxes))
-               (if (= (sb-sys:sap-ref-8 sap p) +tag-double-float+)
+               (if (= (mem-u8 sap p) +tag-double-float+)
                    (boxes +tag-double-float+)
                    (boxes +tag-complex-double+)))
              (setf p q c d last dlast)))
@@ -746,7 +746,7 @@ stack and marked the GC card of every store."
                (when (zerop size)
                  (return))
                (setf (svref v i) value
-                     p (sb-ext:truly-the index (+ p size)))
+                     p (truly-the index (+ p size)))
                (incf i)))
     (values i p)))
 
@@ -762,13 +762,13 @@ FILL-ELEMENTS the table and its count lived on the stack."
         (made (made-below rs)))
     (loop while (and (< i n) (< p end))
           do (multiple-value-bind (id size) (window-ref-id sap p end)
-               (let ((id (sb-ext:truly-the index id))) ; as in FILL-REF-CARS
+               (let ((id (truly-the index id))) ; as in FILL-REF-CARS
                  (when (or (zerop size) (>= id made))
                    (return))
                  (setf (svref v i) (locally (declare (optimize (safety 0)))
                                      (svref refs id))
-                       p (sb-ext:truly-the index (+ p size))
-                       i (sb-ext:truly-the index (1+ i))))))
+                       p (truly-the index (+ p size))
+                       i (truly-the index (1+ i))))))
     (values i p)))
 
 (defun fill-string-elements (rs v i n p end)
@@ -780,13 +780,13 @@ instructions to restore inside FILL-ELEMENTS, 145M here)."
   (declare (type restore-state rs) (type simple-vector v) (type index i n p end)
            (optimize speed))
   (let ((sap (ibuf-sap (rs-ibuf rs))))
-    (loop while (and (< i n) (< p end) (string-tag-p (sb-sys:sap-ref-8 sap p)))
-          do (multiple-value-bind (s next) (window-string rs (sb-sys:sap-ref-8 sap p) p end)
+    (loop while (and (< i n) (< p end) (string-tag-p (mem-u8 sap p)))
+          do (multiple-value-bind (s next) (window-string rs (mem-u8 sap p) p end)
                (unless next
                  (return))
                (setf (svref v i) s
                      p next
-                     i (sb-ext:truly-the index (1+ i)))))
+                     i (truly-the index (1+ i)))))
     (values i p)))
 
 (defun fill-elements (rs v &optional (n (length v)))
@@ -807,7 +807,7 @@ T array's, into its storage vector); return V."
            (let ((q p) (j i))
              (declare (type index q j))
              (loop while (and (< j n) (window-single-float-p sap q end))
-                   do (setf (svref v j) (sb-sys:sap-ref-single sap (+ q 1))
+                   do (setf (svref v j) (mem-single sap (+ q 1))
                             q (+ q 5))
                       (incf j))
              (setf p q i j)))
@@ -824,11 +824,11 @@ T array's, into its storage vector); return V."
                                             (unless x
                                               (return-from boxes))
                                             (setf (svref v j) x
-                                                  q (sb-ext:truly-the index
+                                                  q (truly-the index
                                                                       (+ q (box-bytes tag)))))
                                           (incf j))))))
                (declare (inline boxes))
-               (if (= (sb-sys:sap-ref-8 sap p) +tag-double-float+)
+               (if (= (mem-u8 sap p) +tag-double-float+)
                    (boxes +tag-double-float+)
                    (boxes +tag-complex-double+)))
              (when (> j i)

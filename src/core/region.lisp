@@ -10,7 +10,7 @@
 (in-package #:binstore)
 
 (defstruct (region (:constructor %make-region (address size)))
-  (address 0 :type sb-ext:word)
+  (address 0 :type word)
   (size 0 :type index))
 
 (defconstant +region-granule+ (* 64 1024)
@@ -29,7 +29,7 @@
   "A fresh region of at least SIZE bytes."
   (let ((size (granules size)))
     (handler-case
-        (%make-region (sb-sys:sap-int
+        (%make-region (pointer-address
                        (sb-posix:mmap nil size
                                       (logior sb-posix:prot-read sb-posix:prot-write)
                                       (logior sb-posix:map-private sb-posix:map-anon)
@@ -39,7 +39,7 @@
         (region-failure size (sb-posix:syscall-errno e))))))
 
 (defun unmap-region (region)
-  (sb-posix:munmap (sb-sys:int-sap (region-address region)) (region-size region)))
+  (sb-posix:munmap (address-pointer (region-address region)) (region-size region)))
 
 (defun grow-region (region size)
   "Grow REGION to at least SIZE bytes, keeping its contents (it may move)."
@@ -100,6 +100,6 @@ number of bytes the old window keeps."
   "A fresh simple octet vector holding everything written to OB."
   (let ((v (make-array (obuf-pos ob) :element-type '(unsigned-byte 8))))
     (prefault-vector v (obuf-pos ob))
-    (sb-sys:with-pinned-objects (v)
-      (copy-memory (obuf-sap ob) (sb-sys:vector-sap v) (obuf-pos ob)))
+    (with-pinned-objects (v)
+      (copy-memory (obuf-sap ob) (vector-pointer v) (obuf-pos ob)))
     v))

@@ -5,15 +5,15 @@
 
 (in-package #:binstore)
 
-(sb-ext:defglobal **unset** (make-symbol "UNSET")
+(define-global **unset** (make-symbol "UNSET")
   "Stands for the value of an unbound slot while an instance is read.")
 
 ;;; Empty vectors for the slots that start without one: shared, as nothing
 ;;; is ever stored in a vector of length 0 (a restore of a small object made
 ;;; six of them, a third of what it allocated besides the object).
-(sb-ext:defglobal **no-objects** (make-array 0))
-(sb-ext:defglobal **no-lengths** (make-array 0 :element-type 'fixnum))
-(sb-ext:defglobal **no-characters** (make-string 0))
+(define-global **no-objects** (make-array 0))
+(define-global **no-lengths** (make-array 0 :element-type 'fixnum))
+(define-global **no-characters** (make-string 0))
 
 (defstruct (pending-fill (:constructor make-pending-fill (kind object info depth)))
   kind object info depth)
@@ -59,7 +59,7 @@ LAZY-RUN costs more than their entries.")
   (depth 0 :type index)                ; containers open in the current record
   (depth-base 0 :type index)           ; logical depth where the current record starts
   (max-depth nil :type (or null index))
-  (stack-floor 0 :type sb-ext:word)    ; the control stack must stay above this
+  (stack-floor 0 :type word)    ; the control stack must stay above this
   (alloc-left nil :type (or null index)) ; bytes we may still allocate
   (allocated 0 :type index)            ; bytes of small objects so far (KEEP-RUNWAYS)
   (next-look +prefault-bytes+ :type index) ; ALLOCATED at the next look at the runways
@@ -150,9 +150,9 @@ is not used after this."
       (clear-cons-refs rs)
       (offer-scratch +scratch-cons-refs+ (cons (rs-cons-refs rs) (rs-run-lengths rs))))))
 
-(define-scratch-kind +scratch-refs+ (lambda (refs) (* sb-vm:n-word-bytes (length refs))))
+(define-scratch-kind +scratch-refs+ (lambda (refs) (* +word-bytes+ (length refs))))
 (define-scratch-kind +scratch-cons-refs+
-  (lambda (pair) (* 2 sb-vm:n-word-bytes (length (car pair)))))
+  (lambda (pair) (* 2 +word-bytes+ (length (car pair)))))
 
 (defun restore-invalid (rs message &optional expected)
   (invalid (rs-ibuf rs) message expected))
@@ -162,7 +162,7 @@ is not used after this."
   ;; not settled), so the new part needs no filling.
   (let* ((refs (rs-refs rs))
          (new (make-array (* 2 (length refs)))))
-    (prefault-vector new (* sb-vm:n-word-bytes (length refs)))
+    (prefault-vector new (* +word-bytes+ (length refs)))
     (replace new refs)
     (setf (rs-refs rs) new)))
 
@@ -396,7 +396,7 @@ two comparisons inline, the signalling out of line."
   (declare (type restore-state rs))
   (let ((max (rs-max-depth rs)))
     (when (or (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
-              (< (sb-sys:sap-int (sb-kernel:current-sp)) (rs-stack-floor rs)))
+              (< (pointer-address (sb-kernel:current-sp)) (rs-stack-floor rs)))
       (restore-too-deep rs))))
 
 (defmacro nested ((rs) &body body)

@@ -162,9 +162,9 @@ are too, so make room for them in the table at once."
 caller); return the offset after it.  The bytes of WRITE-REF."
   (declare (type index p) (type (unsigned-byte 32) id))
   (if (< id +small-ref-count+)
-      (progn (setf (sb-sys:sap-ref-8 sap p) (+ +first-small-ref-tag+ id))
+      (progn (setf (mem-u8 sap p) (+ +first-small-ref-tag+ id))
              (1+ p))
-      (progn (setf (sb-sys:sap-ref-8 sap p) +tag-ref+)
+      (progn (setf (mem-u8 sap p) +tag-ref+)
              (put-varint sap (1+ p) id))))
 
 (declaim (inline leaf-refs))
@@ -240,7 +240,7 @@ check before writing one."
 (defun unstorable-p (x)
   "True for objects binstore refuses to store: they stand for code or for
 resources of the running image."
-  (typep x '(or function stream sb-sys:system-area-pointer sb-ext:weak-pointer
+  (typep x '(or function stream pointer sb-ext:weak-pointer
              sb-thread:thread sb-thread:mutex sb-thread:waitqueue class
              sb-alien-internals:alien-value)))
 

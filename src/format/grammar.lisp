@@ -1,7 +1,7 @@
 ;;;; The byte format as data: one entry per tag, saying what follows the tag
 ;;;; byte, which objects get ids and when, and how the record around the
 ;;;; objects is built.  doc/FORMAT.md is the prose; this file is the same
-;;;; description for programs.  src/tags.lisp derives the tag constants,
+;;;; description for programs.  src/format/tags.lisp derives the tag constants,
 ;;;; +TAG-NAMES+, +CONTAINER-TAGS+ and the element types from it;
 ;;;; src/format/reference.lisp (a slow reference decoder) and
 ;;;; src/explain.lisp (BINSTORE:EXPLAIN) interpret it; tests/grammar.lisp
@@ -569,13 +569,13 @@ checks as it reads the dimensions one by one."
   "True for a hash table rehash size binstore makes a table with: an integer
 in [1, 2^30], or a float in (1.0, 1000.0], not a NaN."
   (and (typep x '(or integer float))
-       (not (and (floatp x) (sb-ext:float-nan-p x)))
+       (not (and (floatp x) (float-nan-p x)))
        (typep x '(or (integer 1 #.(expt 2 30)) (float (1.0) 1000.0)))))
 
 (defun rehash-threshold-p (x)
   "True for a rehash threshold: a real in (0, 1], not a NaN."
   (and (realp x)
-       (not (and (floatp x) (sb-ext:float-nan-p x)))
+       (not (and (floatp x) (float-nan-p x)))
        (< 0 x) (<= x 1)))
 
 (defun every-symbol-p (list)

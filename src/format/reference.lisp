@@ -466,7 +466,7 @@ SPEC's rule gives it in this record."
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
 last +REFERENCE-STACK-MARGIN+ of the control stack: the input nests deeper
 than this decoder can follow, and it must not crash."
-  (when (< (sb-sys:sap-int (sb-kernel:current-sp)) (rf-stack-floor rf))
+  (when (< (pointer-address (sb-kernel:current-sp)) (rf-stack-floor rf))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (rf-cursor rf))
            :message "the input nests deeper than the reference decoder's stack allows")))
@@ -857,7 +857,7 @@ until then (see RF-INSERT-POSTPONED)."
 \(a NaN under EQUALP, a key a custom test rejects) is invalid input."
   (let ((key nil))
     (handler-case
-        (sb-int:with-float-traps-masked (:invalid :overflow :divide-by-zero :inexact)
+        (with-float-traps-masked (:invalid :overflow :divide-by-zero :inexact)
           (loop for (k value) on pairs by #'cddr
                 do (setf key k
                          (gethash k table) value)))

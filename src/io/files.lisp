@@ -75,7 +75,7 @@ deferred (so that no non-local exit leaves it half done, inside malloc or
 with a result not yet recorded); return its value, or NIL and the errno of
 the SB-POSIX:SYSCALL-ERROR it signalled.  Nothing is signalled out of the
 deferred section."
-  (sb-sys:without-interrupts
+  (without-interrupts
     (handler-case (values (funcall function) nil)
       (sb-posix:syscall-error (e) (values nil (sb-posix:syscall-errno e))))))
 
@@ -131,7 +131,7 @@ SB-POSIX's STAT, a CLOS instance whose first construction compiles code."
 when FOLLOW, which follows a final symbolic link) or a descriptor
 \(fstat(2)); or NIL and the errno.  Runs with interrupts deferred and never
 signals."
-  (sb-sys:without-interrupts
+  (without-interrupts
     (multiple-value-bind (ok errno-or-dev ino mode nlink uid gid rdev size)
         (cond ((integerp file) (sb-unix:unix-fstat file))
               (follow (sb-unix:unix-stat file))
@@ -182,7 +182,7 @@ BINSTORE-FILE-ERROR about PLACE."
                     (errno-fail place errno "cannot look at ~a" native))
                    ((eq (file-kind stat) :symlink)
                     (let ((link (multiple-value-bind (link errno)
-                                    (sb-sys:without-interrupts (sb-unix:unix-readlink native))
+                                    (without-interrupts (sb-unix:unix-readlink native))
                                   (or link
                                       (errno-fail place errno
                                                   "cannot read the symbolic link ~a" native)))))
@@ -217,10 +217,10 @@ recorded, and closed and forgotten, with interrupts deferred, so a
 non-local exit (an error in FN, WITH-TIMEOUT, INTERRUPT-THREAD) closes it
 exactly once; FN runs with interrupts enabled."
   (let ((fd nil))
-    (sb-sys:without-interrupts
+    (without-interrupts
       (unwind-protect
-           (sb-sys:with-local-interrupts
-             (let ((errno (sb-sys:without-interrupts
+           (with-local-interrupts
+             (let ((errno (without-interrupts
                             (multiple-value-bind (new errno) (%open native flags 0)
                               (setf fd new)
                               errno))))
@@ -280,7 +280,7 @@ against interrupts like the file output functions."
 
 ;;; Writing ------------------------------------------------------------------
 
-(sb-ext:defglobal **temporary-counter** (list 0)
+(define-global **temporary-counter** (list 0)
   "Counts the temporary names made by this process (in its CAR), so two
 threads storing to one file at once try different names.")
 
@@ -296,7 +296,7 @@ creates it with O_EXCL and tries another on EEXIST."
           do (setf stem (subseq stem 0 (floor (* 3 (length stem)) 4))))
     (coerce (format nil "~a~a.~36r~36r~36r.tmp" directory stem
                     (sb-posix:getpid)
-                    (sb-ext:atomic-incf (car **temporary-counter**))
+                    (atomic-incf (car **temporary-counter**))
                     (mod (get-internal-real-time) (expt 36 4)))
             'simple-string)))
 
@@ -357,12 +357,12 @@ Errors name PLACE (default TARGET): the place as the user gave it."
            (renamed nil))
       (when (and kind (not (eq kind :regular)))
         (file-fail place "~a is ~a, not a regular file" target (kind-description kind)))
-      (sb-sys:without-interrupts
+      (without-interrupts
         (unwind-protect
-             (sb-sys:with-local-interrupts
+             (with-local-interrupts
                ;; take: the descriptor and the name are recorded before an
                ;; interrupt can run
-               (let ((errno (sb-sys:without-interrupts
+               (let ((errno (without-interrupts
                               (multiple-value-bind (new-fd new-temp errno)
                                   (%open-temporary directory name (if old #o600 #o666))
                                 (setf fd new-fd temp new-temp)
@@ -388,11 +388,11 @@ Errors name PLACE (default TARGET): the place as the user gave it."
                (multiple-value-prog1 (funcall fn fd)
                  (sync-fd fd place temp)
                  ;; give back: closed once, forgotten at once
-                 (let ((errno (sb-sys:without-interrupts
+                 (let ((errno (without-interrupts
                                 (prog1 (%close fd) (setf fd nil)))))
                    (when errno
                      (errno-fail place errno "cannot close ~a" temp)))
-                 (let ((errno (sb-sys:without-interrupts
+                 (let ((errno (without-interrupts
                                 (let ((errno (%rename temp target)))
                                   (unless errno (setf renamed t))
                                   errno))))
@@ -427,11 +427,11 @@ non-local exit never leaks it or closes it twice.  Failures signal
 BINSTORE-FILE-ERROR naming PLACE (default TARGET)."
   (let ((fd nil)
         (delay 0.001))
-    (sb-sys:without-interrupts
+    (without-interrupts
       (unwind-protect
-           (sb-sys:with-local-interrupts
+           (with-local-interrupts
              (loop
-               (let ((errno (sb-sys:without-interrupts
+               (let ((errno (without-interrupts
                               (multiple-value-bind (new errno) (%open-device-for-output target)
                                 (setf fd new)
                                 errno))))
@@ -448,7 +448,7 @@ BINSTORE-FILE-ERROR naming PLACE (default TARGET)."
              (clear-nonblocking fd place target)
              (multiple-value-prog1 (funcall fn fd)
                (sync-fd fd place target (list sb-posix:einval sb-posix:eopnotsupp))
-               (let ((errno (sb-sys:without-interrupts
+               (let ((errno (without-interrupts
                               (prog1 (%close fd) (setf fd nil)))))
                  (when errno
                    (errno-fail place errno "cannot close ~a" target)))))

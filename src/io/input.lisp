@@ -15,7 +15,7 @@
 ;;; keep it on their stack (DYNAMIC-EXTENT): see store-state.lisp.
 (declaim (inline %make-ibuf))
 (defstruct (ibuf (:constructor %make-ibuf))
-  (base 0 :type sb-ext:word)          ; address of the window
+  (base 0 :type word)          ; address of the window
   (pos 0 :type index)                 ; next byte to read, relative to BASE
   (end 0 :type index)                 ; bytes valid in the window
   (consumed 0 :type index)            ; input bytes before BASE
@@ -26,7 +26,7 @@
   (source nil))
 
 (declaim (inline ibuf-sap ibuf-offset))
-(defun ibuf-sap (ib) (sb-sys:int-sap (ibuf-base ib)))
+(defun ibuf-sap (ib) (address-pointer (ibuf-base ib)))
 (defun ibuf-offset (ib)
   "Absolute offset in the input of the next byte to read."
   (+ (ibuf-consumed ib) (ibuf-pos ib)))
@@ -81,19 +81,19 @@
          (setf (ibuf-pos ib) (+ p ,size))
          (,accessor (ibuf-sap ib) p)))))
 
-(define-reader read-u8 1 sb-sys:sap-ref-8)
-(define-reader read-s16 2 sb-sys:signed-sap-ref-16)
-(define-reader read-s32 4 sb-sys:signed-sap-ref-32)
-(define-reader read-s64 8 sb-sys:signed-sap-ref-64)
-(define-reader read-u64 8 sb-sys:sap-ref-64)
-(define-reader read-single 4 sb-sys:sap-ref-single)
-(define-reader read-double 8 sb-sys:sap-ref-double)
+(define-reader read-u8 1 mem-u8)
+(define-reader read-s16 2 mem-s16)
+(define-reader read-s32 4 mem-s32)
+(define-reader read-s64 8 mem-s64)
+(define-reader read-u64 8 mem-u64)
+(define-reader read-single 4 mem-single)
+(define-reader read-double 8 mem-double)
 
 (declaim (inline peek-u8))
 (defun peek-u8 (ib)
   "The next byte, not consumed."
   (let ((p (need ib 1)))
-    (sb-sys:sap-ref-8 (ibuf-sap ib) p)))
+    (mem-u8 (ibuf-sap ib) p)))
 
 (declaim (inline read-varint))
 (defun read-varint (ib)
@@ -103,10 +103,10 @@
     (if (< (1+ p) (ibuf-end ib))
         ;; one or two groups inline; longer ones, and a varint ending the
         ;; window, take the general path
-        (let ((byte (sb-sys:sap-ref-8 (ibuf-sap ib) p)))
+        (let ((byte (mem-u8 (ibuf-sap ib) p)))
           (if (< byte 128)
               (progn (setf (ibuf-pos ib) (1+ p)) byte)
-              (let ((next (sb-sys:sap-ref-8 (ibuf-sap ib) (1+ p))))
+              (let ((next (mem-u8 (ibuf-sap ib) (1+ p))))
                 (if (< 0 next 128)
                     (progn (setf (ibuf-pos ib) (+ p 2))
                            (logior (logand byte #x7F) (ash next 7)))
@@ -122,14 +122,14 @@ refuses the malformed.  For the decoder's loops over the window."
   (declare (type index p end))
   (if (>= p end)
       (values nil nil)
-      (let ((b0 (sb-sys:sap-ref-8 sap p)))
+      (let ((b0 (mem-u8 sap p)))
         (cond ((< b0 128) (values b0 (+ p 1)))
               ((>= (+ p 1) end) (values nil nil))
-              (t (let ((b1 (sb-sys:sap-ref-8 sap (+ p 1))))
+              (t (let ((b1 (mem-u8 sap (+ p 1))))
                    (cond ((< 0 b1 128)
                           (values (logior (logand b0 127) (ash b1 7)) (+ p 2)))
                          ((or (= b1 0) (>= (+ p 2) end)) (values nil nil))
-                         (t (let ((b2 (sb-sys:sap-ref-8 sap (+ p 2))))
+                         (t (let ((b2 (mem-u8 sap (+ p 2))))
                               (if (< 0 b2 128)
                                   (values (logior (logand b0 127) (ash (logand b1 127) 7)
                                                   (ash b2 14))
@@ -162,19 +162,19 @@ refuses the malformed.  For the decoder's loops over the window."
 object's memory the caller pins, or raw memory).  Inline, so that neither
 address is boxed."
   (declare (type index from count))
-  (copy-memory (sb-sys:sap+ sap from) to count))
+  (copy-memory (pointer+ sap from) to count))
 
 (defun read-octets-to-address (ib address count)
   "Copy COUNT input bytes to ADDRESS (memory the caller pins and has just
 allocated, see PREFAULT), an integer as for WRITE-OCTETS-FROM-ADDRESS."
-  (declare (type ibuf ib) (type sb-ext:word address) (type index count))
+  (declare (type ibuf ib) (type word address) (type index count))
   (loop while (> count 0)
         do (when (zerop (available ib))
              (refill ib 1))
            (let ((n (min count (available ib))))
              ;; only what the window holds: a stream may end short of COUNT
              (prefault address n)
-             (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib) (sb-sys:int-sap address) n)
+             (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib) (address-pointer address) n)
              (incf (ibuf-pos ib) n)
              (incf address n)
              (decf count n))))
@@ -253,12 +253,12 @@ return the new end of the data.  OFFSET, the input offset of START, goes
 into the RESTORE-ERROR a failed read signals."
   (declare (type fixnum fd) (type (simple-array (unsigned-byte 8) (*)) buffer)
            (type index start end))
-  (sb-sys:with-pinned-objects (buffer)
+  (with-pinned-objects (buffer)
     (let ((pos start))
       (declare (type index pos))
       (loop while (< pos end)
             do (multiple-value-bind (n errno)
-                   (sb-unix:unix-read fd (sb-sys:sap+ (sb-sys:vector-sap buffer) pos) (- end pos))
+                   (sb-unix:unix-read fd (pointer+ (vector-pointer buffer) pos) (- end pos))
                  (cond ((and n (zerop n)) (return))
                        (n (incf pos n))
                        ((eql errno sb-unix:eintr))
@@ -296,9 +296,9 @@ every byte, where a Lisp stream makes two (into its own buffer, then into
 the window; 8 MB: 1.0 ms against 0.35)."
   (let ((buffer (take-staging size)))
     (unwind-protect
-         (sb-sys:with-pinned-objects (buffer)
+         (with-pinned-objects (buffer)
            (let* ((source (make-stream-source stream buffer (or fd (regular-file-stream-p stream)) fd))
-                  (ib (%make-ibuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
+                  (ib (%make-ibuf :base (pointer-address (vector-pointer buffer))
                                   :limit limit :refill-fn #'stream-refill :source source)))
              (declare (dynamic-extent source ib)) ; FN is given IB for its extent only
              (funcall fn ib)))

@@ -16,7 +16,7 @@
 ;;; keep it on their stack (DYNAMIC-EXTENT): see store-state.lisp.
 (declaim (inline %make-obuf))
 (defstruct (obuf (:constructor %make-obuf))
-  (base 0 :type sb-ext:word)          ; address of the current window
+  (base 0 :type word)          ; address of the current window
   (pos 0 :type index)                 ; next byte to write, relative to BASE
   (end 0 :type index)                 ; usable size of the window
   (capacity 0 :type index)            ; real size of the window
@@ -32,7 +32,7 @@
   (holdable nil :type boolean))
 
 (declaim (inline obuf-sap obuf-total))
-(defun obuf-sap (ob) (sb-sys:int-sap (obuf-base ob)))
+(defun obuf-sap (ob) (address-pointer (obuf-base ob)))
 (defun obuf-total (ob)
   "Bytes written so far through OB."
   (+ (obuf-flushed ob) (obuf-pos ob)))
@@ -74,7 +74,7 @@ handed on.  Return the end of the old window's part that was handed on."
                         pos))
          (carried (- pos keep-from)))
     (when (plusp carried)
-      (copy-memory (sb-sys:sap+ (obuf-sap ob) keep-from) (sb-sys:int-sap address) carried))
+      (copy-memory (pointer+ (obuf-sap ob) keep-from) (address-pointer address) carried))
     (incf (obuf-flushed ob) keep-from)
     (setf (obuf-base ob) address
           (obuf-pos ob) carried
@@ -122,19 +122,19 @@ RESERVE runs before the window's address is taken, since it may move it."
        (let ((p (reserve ob ,size)))
          (setf (,accessor (obuf-sap ob) p) v)))))
 
-(define-writer write-u8 1 (unsigned-byte 8) sb-sys:sap-ref-8)
-(define-writer write-u64 8 (unsigned-byte 64) sb-sys:sap-ref-64)
-(define-writer write-s64 8 (signed-byte 64) sb-sys:signed-sap-ref-64)
-(define-writer write-single 4 single-float sb-sys:sap-ref-single)
-(define-writer write-double 8 double-float sb-sys:sap-ref-double)
+(define-writer write-u8 1 (unsigned-byte 8) mem-u8)
+(define-writer write-u64 8 (unsigned-byte 64) mem-u64)
+(define-writer write-s64 8 (signed-byte 64) mem-s64)
+(define-writer write-single 4 single-float mem-single)
+(define-writer write-double 8 double-float mem-double)
 
 (declaim (inline write-tag+u8))
 (defun write-tag+u8 (ob tag byte)
   "Write a tag byte and one payload byte with a single reservation."
   (declare (type (unsigned-byte 8) tag byte))
   (let ((p (reserve ob 2)) (sap (obuf-sap ob)))
-    (setf (sb-sys:sap-ref-8 sap p) tag
-          (sb-sys:sap-ref-8 sap (1+ p)) byte)))
+    (setf (mem-u8 sap p) tag
+          (mem-u8 sap (1+ p)) byte)))
 
 (declaim (inline varint-length))
 (defun varint-length (n)
@@ -150,10 +150,10 @@ RESERVE runs before the window's address is taken, since it may move it."
 caller); return the offset after it."
   (declare (type index p) (type (unsigned-byte 64) n) (optimize speed))
   (loop while (>= n 128)
-        do (setf (sb-sys:sap-ref-8 sap p) (logior #x80 (logand n #x7F)))
+        do (setf (mem-u8 sap p) (logior #x80 (logand n #x7F)))
            (setf n (ash n -7))
            (incf p))
-  (setf (sb-sys:sap-ref-8 sap p) n)
+  (setf (mem-u8 sap p) n)
   (1+ p))
 
 (defun write-varint (ob n)
@@ -170,21 +170,21 @@ may overlap; both lie within the window's capacity).  SB-SYS:MEMMOVE, as in
 COPY-MEMORY: memmove goes backwards where the ranges overlap that way."
   (declare (type obuf ob) (type index from to count))
   (assert (<= (+ (max from to) count) (obuf-capacity ob)))
-  (sb-sys:memmove (sb-sys:sap+ (obuf-sap ob) to) (sb-sys:sap+ (obuf-sap ob) from) count))
+  (move-memory (pointer+ (obuf-sap ob) to) (pointer+ (obuf-sap ob) from) count))
 
 (defun write-octets-from-address (ob address count)
   "Copy COUNT bytes from ADDRESS (memory the caller pins) to the output.
 The address comes as an integer, a fixnum: a SAP passed to a function not
 inline is boxed, 16 bytes of garbage for every payload written."
-  (declare (type obuf ob) (type sb-ext:word address) (type index count))
+  (declare (type obuf ob) (type word address) (type index count))
   (loop while (> count 0)
         do (let ((room (- (obuf-end ob) (obuf-pos ob))))
              (when (zerop room)
                (make-room ob (min count (max 1 (obuf-capacity ob))))
                (setf room (- (obuf-end ob) (obuf-pos ob))))
              (let ((n (min room count)))
-               (copy-memory (sb-sys:int-sap address)
-                            (sb-sys:sap+ (obuf-sap ob) (obuf-pos ob)) n)
+               (copy-memory (address-pointer address)
+                            (pointer+ (obuf-sap ob) (obuf-pos ob)) n)
                (incf (obuf-pos ob) n)
                (incf address n)
                (decf count n)))))
@@ -194,12 +194,12 @@ inline is boxed, 16 bytes of garbage for every payload written."
 
 (defun malloc-octets (n)
   (let ((sap (sb-alien:alien-sap (sb-alien:make-alien (sb-alien:unsigned 8) (max n 1)))))
-    (when (zerop (sb-sys:sap-int sap))
+    (when (zerop (pointer-address sap))
       (error 'store-error :message (format nil "cannot allocate ~d bytes" n)))
-    (sb-sys:sap-int sap)))
+    (pointer-address sap)))
 
 (defun free-octets (address)
-  (sb-alien:free-alien (sb-alien:sap-alien (sb-sys:int-sap address) (* (sb-alien:unsigned 8)))))
+  (sb-alien:free-alien (sb-alien:sap-alien (address-pointer address) (* (sb-alien:unsigned 8)))))
 
 ;;; ------------------------------------------------------------------
 ;;; Sink: a fixed region of memory (store-to-sap, or a pinned octet vector).
@@ -218,7 +218,7 @@ inline is boxed, 16 bytes of garbage for every payload written."
           (error 'out-of-space :needed needed
                                :message (format nil "the new region holds only ~d bytes" size)))
         (copy-memory (obuf-sap ob) sap (obuf-pos ob))
-        (setf (obuf-base ob) (sb-sys:sap-int sap)
+        (setf (obuf-base ob) (pointer-address sap)
               (obuf-capacity ob) size)))))
 
 (declaim (inline make-fixed-obuf))
@@ -253,9 +253,9 @@ its caller may keep it on the stack."
   "Call FN with an OBUF writing to STREAM; flush at the end."
   (let ((buffer (take-staging +stream-buffer-size+)))
     (unwind-protect
-         (sb-sys:with-pinned-objects (buffer)
+         (with-pinned-objects (buffer)
            (let* ((sink (make-stream-sink stream buffer))
-                  (ob (%make-obuf :base (sb-sys:sap-int (sb-sys:vector-sap buffer))
+                  (ob (%make-obuf :base (pointer-address (vector-pointer buffer))
                                   :capacity +stream-buffer-size+
                                   :end (first-window-end +stream-buffer-size+ limit)
                                   :limit limit :room-fn #'stream-room :sink sink)))
@@ -273,7 +273,7 @@ its caller may keep it on the stack."
   "write(2) COUNT bytes at ADDRESS to FD, retrying short writes."
   (loop while (> count 0)
         do (multiple-value-bind (written errno)
-               (sb-unix:unix-write fd (sb-sys:int-sap address) 0 count)
+               (sb-unix:unix-write fd (address-pointer address) 0 count)
              (cond ((and written (> written 0))
                     (incf address written) (decf count written))
                    ((eql errno sb-unix:eintr))

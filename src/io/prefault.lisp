@@ -67,12 +67,12 @@ level above the page table maps.")
 (declaim (inline boundary-above boundary-at-or-above))
 (defun boundary-above (address)
   "The first 2 MiB boundary above ADDRESS: the end of the chunk holding it."
-  (declare (type sb-ext:word address))
+  (declare (type word address))
   (logandc2 (+ address +huge-page-bytes+) (1- +huge-page-bytes+)))
 
 (defun boundary-at-or-above (address)
   "ADDRESS rounded up to a 2 MiB boundary."
-  (declare (type sb-ext:word address))
+  (declare (type word address))
   (logandc2 (+ address (1- +huge-page-bytes+)) (1- +huge-page-bytes+)))
 
 (defconstant +prefault-chunk-pages+ (/ +huge-page-bytes+ +page-bytes+)
@@ -87,11 +87,11 @@ to never.  It only does so for whole aligned 2 MiB none of which is mapped
 yet, and sets nothing on the mapping; NIL keeps to 4 KiB pages.")
 
 #+linux
-(sb-ext:defglobal **populate-write-works** t
+(define-global **populate-write-works** t
   "NIL once madvise has refused MADV_POPULATE_WRITE (a kernel before 5.14).")
 
 #+linux
-(sb-ext:defglobal **huge-pages-work** :unknown
+(define-global **huge-pages-work** :unknown
   "Whether MADV_COLLAPSE makes huge pages here: :UNKNOWN until
 HUGE-PAGES-P has probed it, then T or NIL.")
 
@@ -105,7 +105,7 @@ HUGE-PAGES-P has probed it, then T or NIL.")
 (defun system-unmapped-pages (start pages)
   "How many of the PAGES pages (at most +PREFAULT-CHUNK-PAGES+) from the page
 address START are not mapped in, according to mincore; NIL if it refuses."
-  (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
+  (declare (type word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
   (sb-alien:with-alien ((flags (array (sb-alien:unsigned 8) #.+prefault-chunk-pages+)))
     (when (zerop (sb-alien:alien-funcall
                   (sb-alien:extern-alien "mincore"
@@ -120,7 +120,7 @@ address START are not mapped in, according to mincore; NIL if it refuses."
 #+linux
 (defun madvise (start bytes advice)
   "madvise(START, BYTES, ADVICE): 0, or the errno of its failure."
-  (declare (type sb-ext:word start bytes) (type fixnum advice))
+  (declare (type word start bytes) (type fixnum advice))
   (if (zerop (sb-alien:alien-funcall
               (sb-alien:extern-alien "madvise"
                                      (function sb-alien:int sb-alien:unsigned-long
@@ -132,13 +132,13 @@ address START are not mapped in, according to mincore; NIL if it refuses."
 #+linux
 (defun system-populate (start bytes)
   "madvise(START, BYTES, MADV_POPULATE_WRITE): 0, or the errno of its failure."
-  (declare (type sb-ext:word start bytes))
+  (declare (type word start bytes))
   (madvise start bytes +madv-populate-write+))
 
 #+linux
 (defun system-collapse (start bytes)
   "madvise(START, BYTES, MADV_COLLAPSE): 0, or the errno of its failure."
-  (declare (type sb-ext:word start bytes))
+  (declare (type word start bytes))
   (madvise start bytes +madv-collapse+))
 
 #+linux
@@ -187,7 +187,7 @@ by tests, to a simulated kernel; a binding holds in its own thread only.")
   "How many of the PAGES pages (at most +PREFAULT-CHUNK-PAGES+, in one
 aligned 2 MiB chunk) from the page address START are not mapped in; NIL if
 the kernel does not tell (*MEMORY-KERNEL*)."
-  (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
+  (declare (type word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
   (funcall (memory-kernel-unmapped-pages *memory-kernel*) start pages))
 
 #+linux
@@ -195,7 +195,7 @@ the kernel does not tell (*MEMORY-KERNEL*)."
   "Map in the pages of the BYTES bytes from the page address START
 (MADV_POPULATE_WRITE, through *MEMORY-KERNEL*); true if it did.  A refusal
 as unknown turns it off."
-  (declare (type sb-ext:word start bytes))
+  (declare (type word start bytes))
   (let ((errno (funcall (memory-kernel-populate *memory-kernel*) start bytes)))
     (when (eql errno sb-posix:einval)
       (setf **populate-write-works** nil))
@@ -207,7 +207,7 @@ as unknown turns it off."
 populate its first page (a collapse needs a page table there), then
 collapse it (through *MEMORY-KERNEL*); true if that worked.  The memory
 reads as before (zeros)."
-  (declare (type sb-ext:word start))
+  (declare (type word start))
   (and (populate start +page-bytes+)
        (eql 0 (funcall (memory-kernel-collapse *memory-kernel*) start +huge-page-bytes+))))
 
@@ -232,7 +232,7 @@ whether the kernel has it and makes huge pages here."
                   (sb-posix:syscall-error () nil))))
       (when sap
         (unwind-protect
-             (let ((start (boundary-at-or-above (sb-sys:sap-int sap))))
+             (let ((start (boundary-at-or-above (pointer-address sap))))
                (and **populate-write-works**
                     (make-huge-page start)
                     (= 0 (unmapped-pages start +prefault-chunk-pages+))))
@@ -271,12 +271,12 @@ that follows a fast one.")
 collapse, after slow ones: 128 MiB.")
 
 #+linux
-(sb-ext:defglobal **small-chunks-to-go** 0
+(define-global **small-chunks-to-go** 0
   "Whole chunks still to map in small pages before the next collapse is
 tried (threads may race on this and the next: they only pace the tries).")
 
 #+linux
-(sb-ext:defglobal **next-huge-page-pause** +shortest-huge-page-pause+
+(define-global **next-huge-page-pause** +shortest-huge-page-pause+
   "The chunks to map in small pages after the next slow or failed collapse:
 +SHORTEST-HUGE-PAGE-PAUSE+ after a fast one, doubling with each slow one up
 to +LONGEST-HUGE-PAGE-PAUSE+.")
@@ -291,7 +291,7 @@ takes a host fault (3-7 ms seen here, against 0.1-0.2 for a block still
 backed).  That happens once now and then, and in streaks where the process
 first grows into memory: so a slow one holds collapses off for the next 2
 chunks, and each slow one after it for twice as many as the one before."
-  (declare (type sb-ext:word start))
+  (declare (type word start))
   (let ((to-go **small-chunks-to-go**))
     (if (> to-go 0)
         (progn (setf **small-chunks-to-go** (1- to-go))
@@ -311,7 +311,7 @@ chunks, and each slow one after it for twice as many as the one before."
 quarter of them are not mapped; when HUGE (they are a whole aligned huge
 page's) and at most a quarter are mapped, try making them a huge page first
 (TRY-HUGE-PAGE), which keeps what those hold."
-  (declare (type sb-ext:word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
+  (declare (type word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
   (let ((unmapped (unmapped-pages start pages)))
     (when (and unmapped
                (>= (* 4 unmapped) pages)
@@ -325,7 +325,7 @@ boundaries, each where at least a quarter of its pages are not mapped yet,
 a whole aligned 2 MiB at most a quarter mapped as a huge page where
 HUGE-PAGES-P; nothing for a range shorter than +PREFAULT-BYTES+.  Returns
 nothing."
-  (declare (type sb-ext:word address) (type index count))
+  (declare (type word address) (type index count))
   #+linux
   (when (and (>= count +prefault-bytes+) **populate-write-works**)
     (let ((page (logandc2 (+ address (1- +page-bytes+)) (1- +page-bytes+)))
@@ -346,8 +346,8 @@ vector of any element type (no header: the data start two words in).
 Inline: for the many small vectors the first test is all it costs."
   (declare (type simple-array vector) (type index bytes))
   (when (>= bytes +prefault-bytes+)
-    (sb-sys:with-pinned-objects (vector)
+    (with-pinned-objects (vector)
       (prefault (+ (logandc2 (sb-kernel:get-lisp-obj-address vector) sb-vm:lowtag-mask)
-                   (* sb-vm:vector-data-offset sb-vm:n-word-bytes))
+                   (* sb-vm:vector-data-offset +word-bytes+))
                 bytes)))
   (values))

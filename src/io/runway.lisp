@@ -63,7 +63,7 @@ its next other small object; 0 when that is not known: the region is closed
 (just after a collection) or this SBCL does not tell."
   #+#.(binstore::allocation-points-known-p)
   (let ((point (ldb (byte 62 0)           ; a fixnum: user addresses are shorter
-                    (sb-sys:sap-int
+                    (pointer-address
                      (if conses
                          (sb-vm::current-thread-offset-sap sb-vm::thread-cons-tlab-slot)
                          (sb-vm::current-thread-offset-sap sb-vm::thread-mixed-tlab-slot))))))
@@ -89,7 +89,7 @@ it: SBCL's allocation goes on through it afterwards.
 Return the new runway's start (POINT) and end.  It reaches +PREFAULT-BYTES+ past the
 BYTES at least, mapped or not, so that the next call comes that much later,
 and never ends before the old runway containing POINT."
-  (declare (type sb-ext:word point start end limit) (type index bytes reach))
+  (declare (type word point start end limit) (type index bytes reach))
   (let* ((inside (and (<= start point) (< point end)))
          (to (min limit
                   (let ((to (+ point bytes (min reach +runway-bytes+))))
@@ -112,7 +112,7 @@ and never ends before the old runway containing POINT."
 the next 2 MiB boundary: then the runway would only map small pages, which
 cost about what their faults do (1.1 against 1.2 µs a page where binstore
 is measured), and pages mapped but left unused cost more than that saves."
-  (declare (type sb-ext:word point bytes))
+  (declare (type word point bytes))
   (and (< (+ point bytes) (boundary-above point))
        (huge-pages-p)))
 
@@ -123,9 +123,9 @@ is measured), and pages mapped but left unused cost more than that saves."
   "The pages mapped ahead of one allocation point: the range [START, END),
 the POINT when last looked at (0 before the first look), and how far it has
 MOVED forward since the first look."
-  (point 0 :type sb-ext:word)
-  (start 0 :type sb-ext:word)
-  (end 0 :type sb-ext:word)
+  (point 0 :type word)
+  (start 0 :type word)
+  (end 0 :type word)
   (moved 0 :type index))
 
 (defun runway-share (reach moved other-moved)

@@ -15,14 +15,14 @@ accepts, with the same code points (surrogates included), and leaves the
 rest to it: READ-UTF8-CHAR refills the window for a sequence cut by END,
 and signals at the right offset for a bad one."
   (declare (type (simple-array character (*)) string) (type index i count pos end)
-           (type sb-ext:word address) (optimize speed))
+           (type word address) (optimize speed))
   ;; The unchecked accesses below stay within [POS, END), the window's valid
   ;; bytes (the caller's invariant), and below COUNT in STRING:
   (unless (and (<= count (length string)) (<= pos end))
     (error "decode-utf8-window: ~d characters into a string of ~d, or window ~d past ~d"
            count (length string) pos end))
-  (let ((sap (sb-sys:int-sap address)))
-    (flet ((at (k) (sb-sys:sap-ref-8 sap (+ pos k)))
+  (let ((sap (address-pointer address)))
+    (flet ((at (k) (mem-u8 sap (+ pos k)))
            (continuation-p (byte) (= (logand byte #xC0) #x80)))
       (declare (inline at continuation-p))
       (locally (declare (optimize (safety 0)))

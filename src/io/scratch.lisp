@@ -29,7 +29,7 @@ nothing.  See RELEASE-SCRATCH.")
 
 (defconstant +scratch-kinds+ 6 "How many kinds of buffer are kept.")
 
-(sb-ext:defglobal **scratch** (make-array +scratch-kinds+ :initial-element nil)
+(define-global **scratch** (make-array +scratch-kinds+ :initial-element nil)
   "The spare buffer of each kind, or NIL.")
 
 (defconstant +scratch-table+ 0 "Kind: a store's table of objects (an identity table).")
@@ -39,7 +39,7 @@ nothing.  See RELEASE-SCRATCH.")
 (defconstant +scratch-output+ 4 "Kind: a store's output region (foreign memory).")
 (defconstant +scratch-staging+ 5 "Kind: the vector a stream is read or written through.")
 
-(sb-ext:defglobal **scratch-kinds** (make-array +scratch-kinds+ :initial-element nil)
+(define-global **scratch-kinds** (make-array +scratch-kinds+ :initial-element nil)
   "For each kind, (BYTES . DISPOSE): the functions that measure one of its
 buffers and free it when it is dropped (NIL: the collector frees it).  Set
 once, where the buffers of the kind are defined (DEFINE-SCRATCH-KIND).")
@@ -63,7 +63,7 @@ it alone.  A spare buffer holds nothing a call could read: it is cleared,
 or (a staging vector) only read where the call has written."
   (let ((spare (svref **scratch** kind)))
     (and spare
-         (eq spare (sb-ext:compare-and-swap (svref **scratch** kind) spare nil))
+         (eq spare (compare-and-swap (svref **scratch** kind) spare nil))
          spare)))
 
 (defun offer-scratch (kind buffer)
@@ -76,7 +76,7 @@ several threads both may be given back); drop the one not kept."
         (bytes (scratch-bytes kind buffer)))
     (if (and (<= bytes *scratch-limit*)
              (or (null old) (< (scratch-bytes kind old) bytes))
-             (eq old (sb-ext:compare-and-swap (svref **scratch** kind) old buffer)))
+             (eq old (compare-and-swap (svref **scratch** kind) old buffer)))
         (when old (drop-scratch kind old))
         (drop-scratch kind buffer)))
   nil)
@@ -87,6 +87,6 @@ several threads both may be given back); drop the one not kept."
 memory is freed at once).  Returns the number of bytes released."
   (loop for kind below (length **scratch**)
         for spare = (svref **scratch** kind)
-        when (and spare (eq spare (sb-ext:compare-and-swap (svref **scratch** kind) spare nil)))
+        when (and spare (eq spare (compare-and-swap (svref **scratch** kind) spare nil)))
           sum (prog1 (scratch-bytes kind spare)
                 (drop-scratch kind spare))))
