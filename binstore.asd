@@ -2,26 +2,33 @@
 ;;;;
 ;;;; The modules mirror the architecture (see doc/FORMAT.md and README.md).
 ;;;; Each depends on the modules it uses directly, all of them below it:
-;;;;   base       package, conditions, options, the grammar and the tags
-;;;;              taken from it, prefetching, working memory kept between calls
-;;;;   io         (base) memory copies, the staging vector, prefaulting, the
-;;;;              heap's runway, UTF-8 windows, output and input buffers, files
-;;;;   state      (base io) the output region, the identity table, the store
+;;;;   base       the package, the INDEX type, the conditions
+;;;;   platform   (base) the only files that name SBCL's internals or call
+;;;;              the operating system: raw memory, object layouts, the
+;;;;              control stack, prefetching, system calls
+;;;;   format     (base platform) the options; the grammar, the format as
+;;;;              data, and the tags taken from it
+;;;;   io         (base platform format) memory copies, working memory kept
+;;;;              between calls, the staging vector, prefaulting, the heap's
+;;;;              runway, UTF-8 windows, output and input buffers, files
+;;;;   state      (... io) the output region, the identity table, the store
 ;;;;              and restore states; protocol.lisp, which declares the
 ;;;;              engine's entry points; reading.lisp, the inline object
 ;;;;              reader built on the restore state and READ-TAGGED
-;;;;   codecs     (base io state) one file per type family
-;;;;   engine     (base io state codecs) the encoder and the decoder: the
-;;;;              dispatch on type and on tag, the containers, the records
-;;;;   api        (base io state engine) store, restore and the rest
-;;;;   reference  (base) the reference decoder and EXPLAIN, from the grammar
+;;;;   codecs     (... state) one file per type family
+;;;;   engine     (... codecs) the encoder and the decoder: the dispatch on
+;;;;              type and on tag, the containers, the records
+;;;;   api        (... engine) store, restore and the rest
+;;;;   reference  (base platform format) the reference decoder and EXPLAIN,
+;;;;              from the grammar
 ;;;; One kind of call goes up: a codec writes and reads the parts of its
 ;;;; objects through the engine (WRITE-OBJECT, WRITE-CONTAINER-OBJECT,
 ;;;; READ-TAGGED), which src/core/protocol.lisp declares; no other file
 ;;;; declares a function it does not define.  Within a module each file names
 ;;;; the files it uses.  `make check-layers' (tools/check-layers.lisp)
 ;;;; compiles each file alone with only what this file says it depends on
-;;;; loaded, and fails on anything undefined.
+;;;; loaded, and fails on anything undefined, or on a file outside
+;;;; src/platform/ that names a symbol of SBCL's packages.
 
 (defun call-with-quiet-binstore-compilation (compile)
   "The :AROUND-COMPILE hook of binstore's systems: call COMPILE (ASDF's
@@ -53,21 +60,23 @@ for other systems' files."
     :pathname "src"
     :components ((:file "package")
                  (:file "types" :depends-on ("package"))
-                 (:file "conditions" :depends-on ("package"))
-                 (:file "options" :depends-on ("package"))))
+                 (:file "conditions" :depends-on ("package"))))
    ;; the only files that name SBCL's internals or the operating system
    (:module "platform"
     :pathname "src/platform"
     :depends-on ("base")
     :components ((:file "memory")
                  (:file "objects" :depends-on ("memory"))
+                 (:file "stack" :depends-on ("memory"))
                  (:file "prefetch")))
-   ;; the format as data; tags.lisp derives its constants from the grammar
+   ;; the options, and the format as data (tags.lisp derives its constants
+   ;; from the grammar)
    (:module "format"
-    :pathname "src/format"
+    :pathname "src"
     :depends-on ("base" "platform")
-    :components ((:file "grammar")
-                 (:file "tags" :depends-on ("grammar"))))
+    :components ((:file "options")
+                 (:file "format/grammar" :depends-on ("options"))
+                 (:file "format/tags" :depends-on ("format/grammar"))))
    (:module "io"
     :pathname "src/io"
     :depends-on ("base" "platform" "format")

@@ -49,7 +49,7 @@ record's node, the node lines attach to (NIL: not shown) and their depth."
   (root nil)                            ; the record's node: its lines are not limited
   (parent nil)
   (depth 0)                             ; of the lines made now: top-level objects 0
-  (stack-floor 0))
+  (stack-limit 0 :type word))
 
 ;;; Text -------------------------------------------------------------------------
 
@@ -193,7 +193,7 @@ as the parent of the lines BODY makes, one level deeper."
 (defun ex-check-stack (ex)
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
 last +REFERENCE-STACK-MARGIN+ of the control stack."
-  (when (< (pointer-address (sb-kernel:current-sp)) (ex-stack-floor ex))
+  (when (stack-exhausted-p (ex-stack-limit ex))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (ex-cursor ex))
            :message "the input nests deeper than EXPLAIN's stack allows")))
@@ -616,9 +616,7 @@ records and the condition that stopped it, or NIL."
   (let* ((cursor (make-cursor octets start (length octets) nil nil))
          (ex (make-explainer :cursor cursor :stream stream
                              :max-depth max-depth :max-items max-items
-                             :stack-floor (+ (sb-kernel:get-lisp-obj-address
-                                              sb-vm:*control-stack-start*)
-                                             +reference-stack-margin+)))
+                             :stack-limit (stack-limit +reference-stack-margin+)))
          (root (make-ex-node start nil "record"))
          (records 0))
     (setf (ex-walker ex) (make-explain-walker ex)

@@ -46,7 +46,7 @@ older versions; RESTORE skips it.")
   "2 GiB, or half the dynamic space when that is smaller, so a hostile input
 signals LIMIT-EXCEEDED before it can exhaust the heap."
   (min (expt 2 31)
-       (floor (sb-ext:dynamic-space-size) 2)))
+       (floor (heap-size) 2)))
 
 (defvar *max-to-write* nil
   "Upper bound on the number of bytes one STORE may produce, or NIL (the

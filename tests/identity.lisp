@@ -691,12 +691,12 @@ runs."
          (middle (list 'middle))
          (last (list 'last)))
     (flet ((take-run (source start n)
-             ;; as PUT-TRACKED-BOXES leaves them: seen bits set, then settled
+             ;; as PUT-TRACKED-BOXES leaves them: seen bits set, then ids given
              (if (consp source)
                  (loop for x in source repeat n do (binstore::mark-seen table x))
                  (loop for i from start below (+ start n)
                        do (binstore::mark-seen table (svref source i))))
-             (binstore::settle-box-run table -1 0 source start n)))
+             (binstore::take-box-run table source start n)))
       (is (= -1 (binstore::identity-table-get-or-add table first)))      ; id 0
       (take-run list 0 10)                                                     ; ids 1-10
       (is (= -1 (binstore::identity-table-get-or-add table middle)))     ; id 11

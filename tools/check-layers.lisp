@@ -24,6 +24,11 @@
 ;;;; engine), and each one must be defined by a file of the system.  Other
 ;;;; style warnings are shown, not counted.
 ;;;;
+;;;; It also keeps the platform seam: outside the platform module
+;;;; (src/platform/), no file's code (comments and strings aside) names a
+;;;; symbol of one of SBCL's own packages (SB-SYS, SB-KERNEL, SB-POSIX...),
+;;;; so that everything a port to another Lisp must provide lives there.
+;;;;
 ;;;; Usage: sbcl --non-interactive --load tools/check-layers.lisp \
 ;;;;             --eval '(binstore-layers:check-layers)'
 ;;;; which exits 0 when every file is clean, 1 otherwise.
@@ -260,6 +265,74 @@ its package does not exist here."
   (destructuring-bind (package name setf-p) strings
     (format nil (if setf-p "(SETF ~A::~A)" "~A::~A") package name)))
 
+;;; The platform seam ---------------------------------------------------------
+
+(defparameter *platform-directory* "src/platform/"
+  "The only directory whose files may name SBCL's internal symbols.")
+
+(defun code-text (text)
+  "TEXT, a Lisp source file's contents, with its comments and strings
+blanked out (each replaced by spaces, newlines kept), so that what remains
+is code: a crude reader that knows ; comments, #| |# comments, strings with
+backslash escapes and #\\ character names, which is all binstore uses."
+  (let ((out (copy-seq text)) (i 0) (n (length text)))
+    (flet ((blank (from to)
+             (loop for k from from below (min to n)
+                   unless (char= (char out k) #\Newline) do (setf (char out k) #\Space))))
+      (loop while (< i n)
+            do (let ((c (char text i)))
+                 (cond ((and (char= c #\#) (< (1+ i) n) (char= (char text (1+ i)) #\\))
+                        (incf i 3))       ; a character: #\x, #\; or #\"
+                       ((char= c #\;)
+                        (let ((end (or (position #\Newline text :start i) n)))
+                          (blank i end) (setf i end)))
+                       ((and (char= c #\#) (< (1+ i) n) (char= (char text (1+ i)) #\|))
+                        (let ((end (or (search "|#" text :start2 i) n)))
+                          (blank i (+ end 2)) (setf i (+ end 2))))
+                       ((char= c #\")
+                        (let ((k (1+ i)))
+                          (loop while (and (< k n) (char/= (char text k) #\"))
+                                do (incf k (if (char= (char text k) #\\) 2 1)))
+                          (blank i (1+ k)) (setf i (1+ k))))
+                       (t (incf i))))))
+    out))
+
+(defun sbcl-package-uses (file)
+  "A list of (line token) for each place FILE's code names a symbol of one
+of SBCL's packages (a token SB-...: or SB-...::)."
+  (let* ((text (uiop:read-file-string (asdf:component-pathname file)))
+         (code (code-text text))
+         (uses '()))
+    (loop with line = 1
+          for i from 0 below (length code)
+          for c = (char code i)
+          do (cond ((char= c #\Newline) (incf line))
+                   ((and (char-equal c #\s) (< (+ i 3) (length code))
+                         (char-equal (char code (1+ i)) #\b)
+                         (char= (char code (+ i 2)) #\-)
+                         (or (zerop i)
+                             (not (or (alphanumericp (char code (1- i)))
+                                      (find (char code (1- i)) "-*+%:/")))))
+                    (let* ((end (position-if (lambda (ch) (or (find ch " ()'`,#\"")
+                                                              (member ch '(#\Newline #\Tab))))
+                                             code :start i))
+                           (token (subseq code i end)))
+                      (when (find #\: token)
+                        (push (list line token) uses))))))
+    (nreverse uses)))
+
+(defun check-platform-seam (order)
+  "Print each use of an SBCL package outside *PLATFORM-DIRECTORY* among the
+files of ORDER; return how many there are."
+  (let ((count 0))
+    (dolist (file order count)
+      (let ((name (relative-name file)))
+        (unless (eql 0 (search *platform-directory* name))
+          (loop for (line token) in (sbcl-package-uses file)
+                do (incf count)
+                   (format t "~&check-layers: ~A:~D names ~A: SBCL's internals are used only ~
+                              through src/platform/~%" name line token)))))))
+
 ;;; The check -----------------------------------------------------------------
 
 (defun check-layers (&key (system "binstore") (jobs 2))
@@ -348,6 +421,7 @@ dependencies loaded, 1 otherwise."
                          (incf failures)
                          (format t "~&check-layers: ~A declares ~A, which no file checked ~
                                     defines~%" protocol name))))))
+             (incf failures (check-platform-seam order))
              (format t "~&check-layers: ~D file~:P of ~A, each compiled alone with what binstore.asd ~
                         says it depends on, in ~,1F s: ~:[~D problem~:P~;clean~*~].~%"
                      (length order) system

@@ -33,7 +33,7 @@
     (let ((table (make-array 256 :initial-element nil)))
       (loop for (nil type) across +element-types+
             do (let ((v (make-array 0 :element-type type)))
-                 (setf (svref table (sb-kernel:widetag-of v))
+                 (setf (svref table (array-widetag v))
                        (element-type-code-of-type v))))
       table)
   "For a simple vector's widetag, the code ELEMENT-TYPE-CODE-OF-TYPE gives
@@ -44,7 +44,7 @@ search by type compares type specifiers with EQUAL.")
 (defun element-type-code (array)
   "The format's code for ARRAY's element type."
   (or (and (typep array '(simple-array * (*)))
-           (svref **element-type-code-by-widetag** (sb-kernel:widetag-of array)))
+           (svref **element-type-code-by-widetag** (array-widetag array)))
       (element-type-code-of-type array)))
 
 (defun read-element-type-code (rs)
@@ -112,7 +112,7 @@ fixnums: a SAP passed to a function not inline is boxed, 16 bytes each."
              (type (integer 0 #.+words-per-block+) left))
     (flet ((put (offset)
              (setf (mem-s64 to offset)
-                   (ash (mem-s64 from offset) (- sb-vm:n-fixnum-tag-bits)))))
+                   (ash (mem-s64 from offset) (- +fixnum-tag-bits+)))))
       (declare (inline put))
       ;; the addresses move on, not an index: a tagged index is shifted
       ;; before every access
@@ -153,7 +153,7 @@ stored."
              (let ((v (mem-s64 from offset)))
                (unless (if fixnum-p (typep v 'fixnum) (typep v '(unsigned-byte 62)))
                  (return-from put-tagged-words (+ (- k left) (floor offset 8))))
-               (setf (mem-s64 to offset) (ash v sb-vm:n-fixnum-tag-bits)))))
+               (setf (mem-s64 to offset) (ash v +fixnum-tag-bits+)))))
       (declare (inline put))
       (loop while (>= left 4)
             do (put 0) (put 8) (put 16) (put 24)
@@ -510,7 +510,7 @@ array, the array it is displaced to and the offset."
 (defun write-array-contents (ss a)
   "The elements of a non-displaced array, in row-major order."
   (let ((ob (ss-obuf ss))
-        (storage (sb-ext:array-storage-vector a))
+        (storage (array-storage a))
         (n (array-total-size a))
         (code (element-type-code a)))
     (cond ((= code +element-type-t+) (write-simple-vector-contents ss storage n))
@@ -588,7 +588,7 @@ array, the array it is displaced to and the offset."
 
 (defun fill-array (rs a code)
   "Read the contents of the freshly made, non-displaced array A."
-  (let ((storage (sb-ext:array-storage-vector a))
+  (let ((storage (array-storage a))
         (n (array-total-size a)))
     (cond ((= code +element-type-t+) (fill-elements rs storage n))
           ((= code +element-type-character+) (read-utf8-into (rs-ibuf rs) storage n))

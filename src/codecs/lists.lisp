@@ -22,6 +22,40 @@
   (or (= tag +tag-list+) (= tag +tag-dotted-list+) (= tag +tag-cons+)
       (= tag +tag-int64-list+)))
 
+;;; The list header: the one place its bytes are chosen and written.  Every
+;;; writer of a run (the run-at-a-time writer, the short leaf lists, the
+;;; one-walk writer that fills its header in after the cars) goes through
+;;; LIST-HEADER-TAG and PUT-LIST-HEADER.
+
+(declaim (inline list-header-tag))
+(defun list-header-tag (n tail packed)
+  "The tag of the header of a run of N conses followed by TAIL (NIL for a
+proper list); PACKED when the run's cars are all INT64-ELEMENT-Ps and are
+to be written packed (only for a proper list of more than one)."
+  (declare (type index n))
+  (cond ((and packed (null tail) (> n 1)) +tag-int64-list+)
+        ((null tail) +tag-list+)
+        ((= n 1) +tag-cons+)
+        (t +tag-dotted-list+)))
+
+(declaim (inline list-header-length))
+(defun list-header-length (tag n)
+  "Bytes of the list header of TAG for a run of N conses."
+  (declare (type index n))
+  (if (= tag +tag-cons+) 1 (1+ (varint-length n))))
+
+(declaim (inline put-list-header))
+(defun put-list-header (sap p tag n)
+  "Store at SAP+P the list header of TAG (from LIST-HEADER-TAG, or
++TAG-DOTTED-LIST+ for a run of one) for a run of N conses: the tag, then N
+as a varint unless TAG is +TAG-CONS+; room for LIST-HEADER-LENGTH bytes
+checked by the caller.  Return the offset after it."
+  (declare (type index p n))
+  (setf (mem-u8 sap p) tag)
+  (if (= tag +tag-cons+)
+      (1+ p)
+      (put-varint sap (1+ p) n)))
+
 (declaim (inline int64-element-p))
 (defun int64-element-p (x)
   "True for an integer that needs the 8-byte form: a list of only such is
@@ -312,14 +346,12 @@ contents N, or -N for a packed run of integers.  (A fixnum, where a cons of
 the length and the tail was garbage for every list written this way: the
 tail is where the contents' walk ends.)"
   (declare (type index n))
-  (let ((ob (ss-obuf ss)))
+  (let* ((ob (ss-obuf ss))
+         (tag (list-header-tag n tail int64)))
     (expect-tracked-elements ss n (car list))
-    (cond ((and (null tail) (> n 1) int64)
-           (write-u8 ob +tag-int64-list+) (write-varint ob n)
-           (- n))
-          ((null tail) (write-u8 ob +tag-list+) (write-varint ob n) n)
-          ((= n 1) (write-u8 ob +tag-cons+) n)
-          (t (write-u8 ob +tag-dotted-list+) (write-varint ob n) n))))
+    (make-room-for ob (list-header-length tag n))
+    (setf (obuf-pos ob) (put-list-header (obuf-sap ob) (obuf-pos ob) tag n))
+    (if (= tag +tag-int64-list+) (- n) n)))
 
 (defun write-claimed-run (ss list n tail)
   "Write the run of N conses at LIST, whose conses are claimed already
@@ -405,18 +437,8 @@ that length through the general writer."
             (return-from write-short-leaf-list t))))
       (let* ((sap (obuf-sap ob))
              (out (pointer+ sap p)))
-        ;; the header, as WRITE-LIST-HEADER writes it (N fits one byte)
-        (cond ((null tail)
-               (setf (mem-u8 out 0) +tag-list+
-                     (mem-u8 out 1) n
-                     out (pointer+ out 2)))
-              ((= n 1)
-               (setf (mem-u8 out 0) +tag-cons+
-                     out (pointer+ out 1)))
-              (t
-               (setf (mem-u8 out 0) +tag-dotted-list+
-                     (mem-u8 out 1) n
-                     out (pointer+ out 2))))
+        ;; the header, as WRITE-LIST-HEADER writes it
+        (setf out (pointer+ sap (put-list-header sap p (list-header-tag n tail nil) n)))
         (flet ((put (x)
                  (if (and x (not (eq x t)) (symbolp x))
                      (let ((id (identity-table-get-recurring (ss-refs ss) x)))
@@ -674,10 +696,12 @@ more room (only when N reached a varint length with the last car)."
         (incf (obuf-pos ob) delta)))
     (let ((p (- start (obuf-flushed ob)))
           (sap (obuf-sap ob)))
-      (setf (mem-u8 sap p) (cond (packed +tag-int64-list+)
-                                           ((null tail) +tag-list+)
-                                           (t +tag-dotted-list+)))
-      (put-varint sap (1+ p) n))))
+      ;; never the CONS form: the gap was sized for a tag and a length
+      ;; before the run's length was known
+      (put-list-header sap p (cond (packed +tag-int64-list+)
+                                   ((null tail) +tag-list+)
+                                   (t +tag-dotted-list+))
+                       n))))
 
 (defun write-list-in-one-walk (ss list &optional claimed frontier)
   "Write the run at LIST and its tail in one walk (see above); with tracked
@@ -751,7 +775,7 @@ tracks conses); return it and its tag (the fill info)."
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
     (charge rs (* 16 n) t)
-    (let ((run (if (< (* 16 n) sb-vm:large-object-size) ; CHARGE kept the runways for it
+    (let ((run (if (< (* 16 n) +large-object-bytes+) ; CHARGE kept the runways for it
                    (make-list n)
                    (make-long-list rs n))))
       (when (rs-track-conses rs)

@@ -75,9 +75,9 @@ the pointer OUT; return the pointer after it.  The caller has made room."
     (write-u8 ob +tag-bignum+)
     (write-varint ob (+ (* 2 nbytes) (if (minusp n) 1 0)))
     (dotimes (i full-words)
-      (write-u64 ob (sb-bignum::%bignum-ref magnitude i)))
-    (let ((last (if (< full-words (sb-bignum:%bignum-length magnitude))
-                    (sb-bignum::%bignum-ref magnitude full-words)
+      (write-u64 ob (bignum-digit magnitude i)))
+    (let ((last (if (< full-words (bignum-digit-count magnitude))
+                    (bignum-digit magnitude full-words)
                     0)))
       (dotimes (i (- nbytes (* 8 full-words)))
         (write-u8 ob (ldb (byte 8 (* 8 i)) last))))))
@@ -90,17 +90,17 @@ integer (a fixnum when it fits)."
   (declare (type index nbytes))
   (multiple-value-bind (words rest) (floor nbytes 8)
     (let* ((digits (+ words (if (plusp rest) 1 0) 1))
-           (big (sb-bignum:%allocate-bignum digits)))
+           (big (make-digits digits)))
       (dotimes (i words)
-        (setf (sb-bignum:%bignum-ref big i) (read-u64 ib)))
+        (setf (digit big i) (read-u64 ib)))
       (let ((last 0))
         (declare (type (unsigned-byte 64) last))
         (dotimes (k rest)
           (setf last (logior last (ash (read-u8 ib) (* 8 k)))))
         (when (plusp rest)
-          (setf (sb-bignum:%bignum-ref big words) last)))
-      (setf (sb-bignum:%bignum-ref big (1- digits)) 0)
-      (sb-bignum::%normalize-bignum big digits))))
+          (setf (digit big words) last)))
+      (setf (digit big (1- digits)) 0)
+      (digits-integer big digits))))
 
 (defun read-bignum (rs)
   (let* ((ib (rs-ibuf rs))
@@ -380,36 +380,34 @@ circular.  A walk whose length is known passes *NO-MARK*."
 (defun put-tracked-boxes (window-address p source start k mark list refs complex vector)
   "Store at WINDOW-ADDRESS+P (an integer, as for PUT-PLAIN-ELEMENTS) boxes
 of a run: double-floats, or with COMPLEX complexes of double-floats, new
-ones of the chunk of the heap met last, while REFS is in seen bits (see
-SEEN-BITS-STATE), each setting its seen bit with no call, and with no store
-to the table until the end: SETTLE-BOX-RUN then gives them their ids
-together, as the run of SOURCE they are, with no entry each.  With VECTOR,
-SOURCE is a simple vector and the run its elements from START below K
-(within it: checked once, then read unchecked); return the offset after
-them and the index of the first one not stored.  Otherwise SOURCE is a cons and the run at most K cars of the chain
-from it (MARK and LIST as for NEXT-IN-RUN); return the offset, the cons
-reached (the one whose car was not stored, or the cdr after the last car
-stored) and how many were stored.  None is stored when REFS is not in seen
-bits; a box not taken (met before, or in another chunk) is left to PUT-LEAF.
-Inlined with COMPLEX and VECTOR constant: one loop for each kind of box and
-source (PUT-TRACKED-DOUBLE-CARS and the others below)."
+ones of the chunk of the heap met last, while REFS is in seen bits, each
+claimed through WITH-SEEN-BITS-CURSOR with no call; TAKE-BOX-RUN then gives
+them their ids together, as the run of SOURCE they are, with no entry each.
+With VECTOR, SOURCE is a simple vector and the run its elements from START
+below K (within it: checked once, then read unchecked); return the offset
+after them and the index of the first one not stored.  Otherwise SOURCE is
+a cons and the run at most K cars of the chain from it (MARK and LIST as
+for NEXT-IN-RUN); return the offset, the cons reached (the one whose car
+was not stored, or the cdr after the last car stored) and how many were
+stored.  None is stored when REFS cannot take boxes this way; a box not
+taken (met before, or in another chunk) is left to PUT-LEAF.  Inlined with
+COMPLEX and VECTOR constant: one loop for each kind of box and source
+(PUT-TRACKED-DOUBLE-CARS and the others below)."
   (declare (type word window-address) (type index p start k)
            (type identity-table refs) (optimize speed))
   (when (and vector (> k (length (the simple-vector source))))
     (error "put-tracked-boxes: end ~d past a vector of ~d" k (length source)))
-  (multiple-value-bind (ready bits base chunk epoch) (seen-bits-state refs)
+  (with-seen-bits-cursor ((claim flush ready) refs)
     (let* ((sap (address-pointer window-address))
            (out (pointer+ sap p))
            (i start)                    ; the vector's index
            (c (if vector nil source))   ; the list's cons
            (left (if vector 0 k))       ; the list's cars still allowed
-           (taken 0)
-           (wk -1)
-           (word 0))
-      (declare (type index i left taken) (type fixnum wk) (type word word)
-               (type list c))
+           (taken 0))
+      (declare (type index i left taken) (type list c))
       (flet ((finish (reached)
-               (settle-box-run refs wk word source start taken)
+               (flush)
+               (take-box-run refs source start taken)
                (if vector
                    (values (pointer- out sap) i)
                    (values (pointer- out sap) reached (- k left)))))
@@ -424,31 +422,13 @@ source (PUT-TRACKED-DOUBLE-CARS and the others below)."
                        (locally (declare (optimize (safety 0))) ; I is below K, within SOURCE
                          (svref source i))
                        (car c))))
-            (unless (if complex
-                        (typep x '(complex double-float))
-                        (typep x 'double-float))
+            (unless (and (if complex
+                             (typep x '(complex double-float))
+                             (typep x 'double-float))
+                         (eq (claim x) t))
               (return))
-            ;; the address first, then the epoch: a collection after the
-            ;; check leaves the bits and the address of the same epoch
-            (let ((address (sb-kernel:get-lisp-obj-address x)))
-              (unless (and (eq epoch sb-kernel::*gc-epoch*)
-                           (= (address-chunk address) chunk))
-                (return))
-              (let* ((granule (address-granule address))
-                     ;; within the chunk's block, so within BITS
-                     (w (truly-the index (+ base (ash granule -6))))
-                     (bit (ash 1 (logand granule 63))))
-                (unless (= w wk)
-                  (locally (declare (optimize (safety 0)))
-                    (when (>= wk 0)
-                      (setf (aref bits wk) word))
-                    (setf wk w
-                          word (aref bits w))))
-                (when (logtest word bit)
-                  (return))
-                (setf word (logior word bit)
-                      taken (1+ taken)
-                      out (if complex (put-complex-float out x) (put-double-float out x))))))
+            (setf taken (1+ taken)
+                  out (if complex (put-complex-float out x) (put-double-float out x))))
           (if vector
               (incf i)
               (let ((next (next-in-run c mark list)))

@@ -26,33 +26,16 @@
   (locations nil :type (or null (simple-array fixnum (*))))
   (id -1 :type fixnum))  ; the descriptor's id once written in this store
 
-(defun structure-slot-reader (dsd)
-  "A function (instance) reading the structure slot DSD directly."
-  (let ((i (sb-kernel:dsd-index dsd)))
-    (ecase (sb-kernel:dsd-raw-type dsd)
-      ((t) (lambda (o) (sb-kernel:%instance-ref o i)))
-      (double-float (lambda (o) (sb-kernel:%raw-instance-ref/double o i)))
-      (single-float (lambda (o) (sb-kernel:%raw-instance-ref/single o i)))
-      (word (lambda (o) (sb-kernel:%raw-instance-ref/word o i)))
-      (signed-word (lambda (o) (sb-kernel:%raw-instance-ref/signed-word o i)))
-      (sb-kernel:complex-double-float
-       (lambda (o) (sb-kernel:%raw-instance-ref/complex-double o i)))
-      (sb-kernel:complex-single-float
-       (lambda (o) (sb-kernel:%raw-instance-ref/complex-single o i))))))
-
 (defun slot-access (class slotd)
-  "How a slot of CLASS is reached directly: (values :structure dsd) for a
+  "How a slot of CLASS is reached directly: (values :structure name) for a
 structure slot, (values :location index) for an instance slot of a standard
 object, or (values :slot-value name)."
-  (let ((name (sb-mop:slot-definition-name slotd)))
+  (let ((name (slot-definition-name slotd)))
     (cond ((typep class 'structure-class)
-           (values :structure
-                   (find name (sb-kernel:dd-slots (sb-kernel:find-defstruct-description
-                                                   (class-name class)))
-                         :key #'sb-kernel:dsd-name)))
+           (values :structure name))
           ((and (typep class 'standard-class)
-                (integerp (sb-mop:slot-definition-location slotd)))
-           (values :location (sb-mop:slot-definition-location slotd)))
+                (integerp (slot-definition-location slotd)))
+           (values :location (slot-definition-location slotd)))
           (t (values :slot-value name)))))
 
 (defun slot-reader (class slotd)
@@ -60,10 +43,10 @@ object, or (values :slot-value name)."
 slot is unbound."
   (multiple-value-bind (how where) (slot-access class slotd)
     (ecase how
-      (:structure (structure-slot-reader where))
+      (:structure (structure-slot-reader class where))
       (:location (lambda (o)
-                   (let ((v (sb-mop:standard-instance-access o where)))
-                     (if (eq v sb-pcl:+slot-unbound+) **unset** v))))
+                   (let ((v (standard-slot-at o where)))
+                     (if (unbound-marker-p v) **unset** v))))
       (:slot-value (lambda (o)
                      (if (slot-boundp o where) (slot-value o where) **unset**))))))
 
@@ -73,8 +56,7 @@ there as it is (a structure slot of raw type T, or an instance slot of a
 standard object); otherwise NIL."
   (multiple-value-bind (how where) (slot-access class slotd)
     (case how
-      (:structure (and (eq (sb-kernel:dsd-raw-type where) t)
-                       (sb-kernel:dsd-index where)))
+      (:structure (structure-boxed-slot-index class where))
       (:location where))))
 
 (defun boxed-slot-locations (class slots)
@@ -87,13 +69,12 @@ NIL for a discarded one) when all have one; otherwise NIL."
 
 (defun stored-slots (class kind store-class-slots)
   "The slot definitions of CLASS whose values are stored."
-  (unless (sb-mop:class-finalized-p class)
-    (sb-mop:finalize-inheritance class))
+  (ensure-class-finalized class)
   (remove-if-not (lambda (slotd)
                    (or (/= kind +class-kind-standard-object+)
                        store-class-slots
-                       (eq (sb-mop:slot-definition-allocation slotd) :instance)))
-                 (sb-mop:class-slots class)))
+                       (eq (slot-definition-allocation slotd) :instance)))
+                 (class-slots class)))
 
 (defun class-kind (object)
   (etypecase object
@@ -109,7 +90,7 @@ layout is one load away where CLASS-OF is a call.  (Instances of one class
 with different layouts, some not yet updated to a redefinition, each find
 the class's one descriptor.)"
   (declare (type store-state ss) (optimize speed))
-  (let ((wrapper (sb-kernel:wrapper-of object)))
+  (let ((wrapper (instance-layout object)))
     (if (eq wrapper (ss-last-wrapper ss))
         (ss-last-descriptor ss)
         (let ((d (find-or-make-descriptor ss object (class-of object))))
@@ -131,9 +112,9 @@ the class's one descriptor.)"
                      (slots (stored-slots class kind (ss-store-class-slots ss))))
                 (make-class-descriptor
                  class kind
-                 (mapcar #'sb-mop:slot-definition-name slots)
+                 (mapcar #'slot-definition-name slots)
                  (map 'vector (lambda (slotd) (slot-reader class slotd)) slots)
-                 (sb-kernel:wrapper-of object)
+                 (instance-layout object)
                  (boxed-slot-locations class slots)))))))
 
 (defun write-class-descriptor (ss d)
@@ -220,7 +201,7 @@ room checked once, anything else through WRITE-OBJECT."
   (let ((ob (ss-obuf ss)))
     (when (and (= (class-descriptor-kind d) +class-kind-standard-object+)
                (class-descriptor-slot-names d)
-               (not (eq (sb-kernel:wrapper-of object) (class-descriptor-layout d))))
+               (not (eq (instance-layout object) (class-descriptor-layout d))))
       ;; an instance of a redefined class: touching a slot updates it to the
       ;; current layout, which the readers were made for
       (slot-boundp object (first (class-descriptor-slot-names d))))
@@ -233,11 +214,11 @@ room checked once, anything else through WRITE-OBJECT."
                             (write-object ss value)))))
             ((= (class-descriptor-kind d) +class-kind-structure+)
              (loop for i of-type fixnum across locations
-                   do (write-slot-value ss (sb-kernel:%instance-ref object i))))
+                   do (write-slot-value ss (structure-slot-at object i))))
             (t
              (loop for i of-type fixnum across locations
-                   do (let ((value (sb-mop:standard-instance-access object i)))
-                        (if (eq value sb-pcl:+slot-unbound+)
+                   do (let ((value (standard-slot-at object i)))
+                        (if (unbound-marker-p value)
                             (write-u8 ob +tag-unbound-slot+)
                             (write-slot-value ss value)))))))))
 
@@ -264,40 +245,25 @@ room checked once, anything else through WRITE-OBJECT."
 \(effective slot definitions, NIL for discarded ones) leave out, for a
 standard class; NIL otherwise."
   (when (typep class 'standard-class)
-    (loop for slotd in (sb-mop:class-slots class)
-          when (and (eq (sb-mop:slot-definition-allocation slotd) :instance)
-                    (sb-mop:slot-definition-initfunction slotd)
+    (loop for slotd in (class-slots class)
+          when (and (eq (slot-definition-allocation slotd) :instance)
+                    (slot-definition-initfunction slotd)
                     (not (member slotd stored-slots)))
-            collect (sb-mop:slot-definition-name slotd))))
-
-(defun structure-slot-setter (dsd)
-  "A function (instance value) storing into the structure slot DSD directly,
-raw slots included.  The value's type is checked before it is called."
-  (let ((i (sb-kernel:dsd-index dsd)))
-    (ecase (sb-kernel:dsd-raw-type dsd)
-      ((t) (lambda (o v) (setf (sb-kernel:%instance-ref o i) v)))
-      (double-float (lambda (o v) (setf (sb-kernel:%raw-instance-ref/double o i) v)))
-      (single-float (lambda (o v) (setf (sb-kernel:%raw-instance-ref/single o i) v)))
-      (word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/word o i) v)))
-      (signed-word (lambda (o v) (setf (sb-kernel:%raw-instance-ref/signed-word o i) v)))
-      (sb-kernel:complex-double-float
-       (lambda (o v) (setf (sb-kernel:%raw-instance-ref/complex-double o i) v)))
-      (sb-kernel:complex-single-float
-       (lambda (o v) (setf (sb-kernel:%raw-instance-ref/complex-single o i) v))))))
+            collect (slot-definition-name slotd))))
 
 (defun slot-setter (class slotd)
   "A function (instance value) that sets SLOTD of a fresh instance of CLASS."
   (multiple-value-bind (how where) (slot-access class slotd)
     (ecase how
-      (:structure (structure-slot-setter where))
-      (:location (lambda (o v) (setf (sb-mop:standard-instance-access o where) v)))
+      (:structure (structure-slot-setter class where))
+      (:location (lambda (o v) (setf (standard-slot-at o where) v)))
       (:slot-value (lambda (o v) (setf (slot-value o where) v))))))
 
 (defun slot-ctype (slotd)
   "The slot's type, parsed once, or NIL when any value will do."
-  (let ((type (sb-mop:slot-definition-type slotd)))
+  (let ((type (slot-definition-type slotd)))
     (unless (eq type t)
-      (sb-kernel:specifier-type type))))
+      (parse-type type))))
 
 (defun plain-slot-locations (class slots)
   "The BOXED-SLOT-LOCATIONS of SLOTS when every one is of type T, so that
@@ -324,8 +290,7 @@ restoring."
          (let ((template (allocate-instance class)))
            (lambda () (copy-structure template))))
         ((standard-allocation-p class)
-         (let ((wrapper (sb-pcl::class-wrapper class)))
-           (lambda () (sb-pcl::allocate-standard-instance wrapper))))
+         (standard-instance-allocator class))
         (t (lambda () (allocate-instance class)))))
 
 (defun find-or-ask-class (rs name)
@@ -344,7 +309,7 @@ restoring."
   "The effective slot definition of CLASS for the stored slot NAME, or NIL
 when the caller chose to discard it."
   (flet ((lookup (name)
-           (find name (sb-mop:class-slots class) :key #'sb-mop:slot-definition-name)))
+           (find name (class-slots class) :key #'slot-definition-name)))
     (or (lookup name)
         (restart-case
             (error 'missing-slot :class (class-name class) :name name
@@ -374,11 +339,10 @@ when the caller chose to discard it."
       (unless (typep class (ecase kind
                              (#.+class-kind-structure+ 'structure-class)
                              (#.+class-kind-standard-object+ 'standard-class)
-                             (#.+class-kind-condition+ 'sb-pcl::condition-class)))
+                             (#.+class-kind-condition+ 'condition-class)))
         (restore-invalid rs (format nil "class ~s is not of the stored kind" (class-name class))
                          "a class of the same kind"))
-      (unless (sb-mop:class-finalized-p class)
-        (sb-mop:finalize-inheritance class))
+      (ensure-class-finalized class)
       (let ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
                            slot-names)))
         (register-always
@@ -422,12 +386,12 @@ when the caller chose to discard it."
               do (let ((tag (read-u8 ib)))
                    (when (= tag +tag-unbound-slot+)
                      (unbound-structure-slot rs (restore-descriptor-class d)))
-                   (setf (sb-kernel:%instance-ref object i) (object-from-tag rs tag))))
+                   (setf (structure-slot-at object i) (object-from-tag rs tag))))
         (loop for i of-type fixnum across locations
               do (let ((tag (read-u8 ib)))
                    ;; a fresh instance's slots start unbound
                    (unless (= tag +tag-unbound-slot+)
-                     (setf (sb-mop:standard-instance-access object i)
+                     (setf (standard-slot-at object i)
                            (object-from-tag rs tag))))))
     object))
 
@@ -460,12 +424,12 @@ and storing it with the slot's setter."
                ;; a fresh instance's slots start unbound; structures have none
                (when (typep class 'structure-class)
                  (unbound-structure-slot rs class)))
-              ((or (null ctype) (sb-kernel:ctypep value ctype))
+              ((or (null ctype) (parsed-typep value ctype))
                (funcall (the function setter) object value))
               (t
                (restore-invalid
                 rs (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
-                (format nil "a value of type ~s" (sb-kernel:type-specifier ctype)))))))))
+                (format nil "a value of type ~s" (parsed-type-specifier ctype)))))))))
 
 (defun read-instance (rs)
   "Read an instance whose tag was just consumed (READ-CONTAINER's work for

@@ -59,7 +59,7 @@ they are copied.  Otherwise blocks of characters are encoded straight into
 the window when it has room for their longest encoding, or character by
 character."
   (declare (type string string) (type index start end) (optimize speed))
-  (sb-kernel:with-array-data ((data string) (start start) (end end))
+  (with-array-data ((data string) (start start) (end end))
     (when (typep data 'simple-base-string)
       (with-pinned-objects (data)
         (write-octets-from-address ob (+ (pointer-address (vector-pointer data)) start)

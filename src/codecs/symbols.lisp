@@ -78,11 +78,11 @@ a package, or NIL meaning 'make the symbols uninterned'."
 (defun find-or-intern (rs name length package)
   "The symbol named by the first LENGTH characters of NAME (a scratch string)
 in PACKAGE, interning it only when allowed."
-  (multiple-value-bind (symbol status) (sb-impl::%find-symbol name length package)
+  (multiple-value-bind (symbol status) (find-symbol-prefix name length package)
     (if status
         symbol
         (let ((name (subseq name 0 length)))
-          (if (and (rs-intern-symbols rs) (not (sb-ext:package-locked-p package)))
+          (if (and (rs-intern-symbols rs) (not (package-locked-p package)))
               (intern name package)
               (restart-case
                   (error 'missing-symbol :name name :package package

@@ -14,7 +14,7 @@
   "Run BODY, which reads objects inside the object being read, once the
 control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
   `(progn
-     (when (< (pointer-address (sb-kernel:current-sp)) (rs-stack-floor ,rs))
+     (when (stack-exhausted-p (rs-stack-limit ,rs))
        (restore-too-deep ,rs))
      ,@body))
 

@@ -96,7 +96,7 @@ RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
   (slots (make-array 2 :initial-element 0) :type simple-vector)
   (mask 0 :type index)
   (limit 0 :type index)                       ; the count at which the hash table grows
-  (epoch sb-kernel::*gc-epoch* :type cons)
+  (epoch (current-gc-epoch) :type gc-epoch)
   (scratch-kind +scratch-table+ :type fixnum)) ; which spare table it may become
 
 ;;; The vector of objects
@@ -311,7 +311,7 @@ the directory, and then remembered in place of the oldest of them."
 (defun mark-seen (table object)
   "Set OBJECT's seen bit; true if it was set already."
   (declare (type identity-table table) (optimize speed))
-  (let* ((address (sb-kernel:get-lisp-obj-address object))
+  (let* ((address (object-address object))
          (chunk (address-chunk address))
          ;; the chunks met lately are looked at here, without a call: a
          ;; walk of records meets a few runs of objects by turns
@@ -328,7 +328,7 @@ the directory, and then remembered in place of the oldest of them."
 lately are looked at first, as MARK-SEEN does, then the directory, without
 taking a block for a chunk that has none."
   (declare (type identity-table table) (optimize speed))
-  (let* ((address (sb-kernel:get-lisp-obj-address object))
+  (let* ((address (object-address object))
          (chunk (address-chunk address))
          (granule (address-granule address))
          (base (cond ((= chunk (it-last-chunk table)) (it-last-base table))
@@ -401,7 +401,7 @@ the table in order; the page picks where that run starts by a
 multiplicative hash, so that separate regions of the heap (SBCL keeps conses
 apart from other objects) do not pile onto the same slots."
   (declare (type fixnum mask))
-  (let* ((a (sb-kernel:get-lisp-obj-address object))
+  (let* ((a (object-address object))
          (h (logand (* (ash a -12) #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF)))
     (logand (+ (ash (ash h -32) 8) (logand (ash a -4) 255)) mask)))
 
@@ -466,14 +466,14 @@ it again, from the old vectors, which still hold every entry."
          (old-count (slot-count table))
          (new (make-slots slots)))
     (loop
-      (let ((epoch sb-kernel::*gc-epoch*))
+      (let ((epoch (current-gc-epoch)))
         (install-slots table new)
         (setf (it-hashed-count table) 0)
         (dotimes (i old-count)
           (let ((key (slot-key old i)))
             (unless (eql key 0)
               (put-in-hash table key (slot-id old i)))))
-        (when (eq epoch sb-kernel::*gc-epoch*)
+        (when (eq epoch (current-gc-epoch))
           (return epoch))
         (fill new 0)))))
 
@@ -502,9 +502,9 @@ are there already)."
   (clear-seen table)
   (setf (it-hashed table) t)
   (loop
-    (let ((epoch sb-kernel::*gc-epoch*))
+    (let ((epoch (current-gc-epoch)))
       (map-objects (lambda (object id) (put-in-hash table object id)) table)
-      (when (eq epoch sb-kernel::*gc-epoch*)
+      (when (eq epoch (current-gc-epoch))
         (setf (it-epoch table) epoch)
         (return table))
       ;; a collection moved them: enter them all again at their new places
@@ -517,12 +517,12 @@ during it means starting again.  Returns the epoch the bits are right in."
   (declare (type identity-table table))
   (loop
     (clear-seen table)
-    (let ((epoch sb-kernel::*gc-epoch*))
+    (let ((epoch (current-gc-epoch)))
       (map-objects (lambda (object id)
                      (declare (ignore id))
                      (mark-seen table object))
                    table)
-      (when (eq epoch sb-kernel::*gc-epoch*)
+      (when (eq epoch (current-gc-epoch))
         (return epoch)))))
 
 (defun reindex (table)
@@ -537,7 +537,7 @@ at their current addresses, the hash table's and the seen bits alike."
 (declaim (inline identity-table-current))
 (defun identity-table-current (table)
   "TABLE, indexed afresh first if a collection has moved objects since."
-  (unless (eq (it-epoch table) sb-kernel::*gc-epoch*)
+  (unless (eq (it-epoch table) (current-gc-epoch))
     (reindex table))
   table)
 
@@ -557,7 +557,7 @@ IDENTITY-TABLE-START-RUN and IDENTITY-TABLE-CLAIM (and only so)."
                                  :scratch-kind scratch-kind
                                  :lengths (and runs (make-array 64 :element-type 'fixnum)))))
                      (install-slots table (make-slots 64))))))
-    (setf (it-epoch table) sb-kernel::*gc-epoch*)
+    (setf (it-epoch table) (current-gc-epoch))
     table))
 
 (defun identity-table-get-recurring (table object)
@@ -640,33 +640,77 @@ table's count) and return -1.  One look where GET then ADD would take two."
 ;;; long as they call nothing.  What follows is the one case of GET-OR-ADD
 ;;; they take without a call: a new object in the chunk met last, the
 ;;; common case for doubles in a list or a vector, allocated in order and
-;;; never met again.  SEEN-BITS-STATE says whether the table allows it, and
-;;; gives what it takes.  A loop over a run of boxes (PUT-TRACKED-BOXES,
-;;; in a list or a vector) holds the word of seen bits it is setting and
-;;; the count of entries in variables, and writes them back at its end
-;;; (SETTLE-SEEN-BITS): in the table, each box would wait for the store of
-;;; the one before it to reach the load of its own (64 neighbouring doubles
-;;; share a word of bits).  The loop that meets a boxed number now and then
+;;; never met again.  A loop over a run of boxes (PUT-TRACKED-BOXES, in a
+;;; list or a vector) takes them through WITH-SEEN-BITS-CURSOR, and gives
+;;; them their ids together at its end (TAKE-BOX-RUN).  The loop that meets a boxed number now and then
 ;;; (PUT-NUMBER-CARS) takes one at a time, with IDENTITY-TABLE-ADD-QUICKLY.
 
-(declaim (inline seen-bits-state))
-(defun seen-bits-state (table)
-  "Whether TABLE (not a table of runs) is in seen bits, indexed in the
-current GC epoch, with a chunk met last, and what a loop taking new boxes
-of that chunk with no call needs: the seen bits, the first word of the
-chunk's block, the chunk and the epoch (the table's, whatever the first
-value: so each has its slot's type).  The loop must stop at an object of
-another chunk, or when the epoch is no longer current, and call
-SETTLE-BOX-RUN at its end."
-  (declare (type identity-table table))
-  (values (and (not (it-hashed table))
-               (null (it-lengths table))
-               (eq (it-epoch table) sb-kernel::*gc-epoch*)
-               (>= (it-last-chunk table) 0))
-          (it-bits table) (it-last-base table) (it-last-chunk table) (it-epoch table)))
+(defmacro with-seen-bits-cursor (((claim flush &optional (ready (gensym "READY"))) table)
+                                 &body body)
+  "Run BODY, a loop taking objects new to TABLE (not a table of runs) one
+after another, with three local names:
+  READY     true when TABLE, not a table of runs, can take them this way:
+            it is in seen bits, indexed in the current GC epoch, with a
+            chunk met last (a table of runs in that state may be used too,
+            by a caller that knows it is);
+  (CLAIM x) sets the seen bit of the heap object X and returns T when it
+            was clear, NIL when it was set (X was met before), and
+            :ELSEWHERE, changing nothing, when X lies outside the chunk met
+            last or a collection has run since READY was found;
+  (FLUSH)   puts the word of bits being set back in the table.
+BODY must call FLUSH before it leaves once it has called CLAIM; the objects claimed then need their ids (TAKE-BOX-RUN
+or APPEND-OBJECT).  The word of bits stays in a variable between claims,
+as 64 neighbouring objects share one: in the table, each claim would wait
+for the store of the one before it to reach its own load.  The one
+test-and-set of seen bits in a loop; MARK-SEEN-AT is the one for a single
+object."
+  (let ((bits (gensym "BITS")) (base (gensym "BASE")) (chunk (gensym "CHUNK"))
+        (epoch (gensym "EPOCH")) (k (gensym "K")) (word (gensym "WORD")) (it (gensym "TABLE")))
+    `(let* ((,it ,table)
+            (,ready (and (not (it-hashed ,it))
+                         (null (it-lengths ,it))
+                         (eq (it-epoch ,it) (current-gc-epoch))
+                         (>= (it-last-chunk ,it) 0)))
+            (,bits (it-bits ,it))
+            (,base (it-last-base ,it))
+            (,chunk (it-last-chunk ,it))
+            (,epoch (it-epoch ,it))
+            (,k -1)
+            (,word 0))
+       (declare (type identity-table ,it) (type (simple-array word (*)) ,bits)
+                (type index ,base) (type fixnum ,chunk ,k) (type word ,word)
+                (ignorable ,ready))
+       (flet ((,claim (x)
+                ;; the address first, then the epoch: a collection after the
+                ;; check leaves the bits and the address of the same epoch
+                (let ((address (object-address x)))
+                  (if (and (eq ,epoch (current-gc-epoch))
+                           (= (address-chunk address) ,chunk))
+                      (let* ((granule (address-granule address))
+                             ;; within the chunk's block, so within BITS
+                             (wk (truly-the index (+ ,base (ash granule -6))))
+                             (bit (ash 1 (logand granule 63))))
+                        (unless (= wk ,k)
+                          (locally (declare (optimize (safety 0)))
+                            (when (>= ,k 0)
+                              (setf (aref ,bits ,k) ,word))
+                            (setf ,k wk
+                                  ,word (aref ,bits wk))))
+                        (if (logtest ,word bit)
+                            nil
+                            (progn (setf ,word (logior ,word bit))
+                                   t)))
+                      :elsewhere)))
+              (,flush ()
+                (when (>= ,k 0)
+                  ;; a word of the chunk's block, within BITS
+                  (locally (declare (optimize (safety 0)))
+                    (setf (aref ,bits ,k) ,word)))))
+         (declare (inline ,claim ,flush))
+         ,@body))))
 
 (defun take-box-run (table source start n)
-  "Give the N new boxes a loop begun with SEEN-BITS-STATE took, the first N
+  "Give the N new boxes a loop of WITH-SEEN-BITS-CURSOR claimed, the first N
 cars from the cons SOURCE or the elements of the simple vector SOURCE from
 START, the next ids: as a box run (NOTE-BOX-RUN) when they are
 +BOX-RUN-LEAST+ or more, else as entries."
@@ -681,20 +725,6 @@ START, the next ids: as a box run (NOTE-BOX-RUN) when they are
                do (append-object table (svref source i)))))
   nil)
 
-(declaim (inline settle-box-run))
-(defun settle-box-run (table k word source start n)
-  "The end of a loop begun with SEEN-BITS-STATE, which set the seen bits of
-N new boxes from SOURCE (see TAKE-BOX-RUN) and holds WORD, the word of seen
-bits at K (-1 for none): the word goes back in place, and the boxes take
-the next ids.  Inline, so that the word is not boxed for a call."
-  (declare (type identity-table table) (type fixnum k) (type word word)
-           (type index start n))
-  (when (>= k 0)
-    ;; K is a word of the block SEEN-BITS-STATE gave, within the bits
-    (locally (declare (optimize (safety 0)))
-      (setf (aref (it-bits table) k) word)))
-  (take-box-run table source start n))
-
 (declaim (inline identity-table-add-quickly))
 (defun identity-table-add-quickly (table object)
   "Give OBJECT, a heap object, the next id and return true, when TABLE (not
@@ -702,15 +732,14 @@ a table of runs) can tell at once that it is new: the table is still in
 seen bits, indexed in the current GC epoch, OBJECT lies in the chunk met
 last, its bit is clear and the vector of objects has room.  Otherwise
 return NIL, changing nothing; the caller then asks
-IDENTITY-TABLE-GET-OR-ADD.  (The conditions are SEEN-BITS-STATE's, checked
-here without making its values: for a single object, making them cost the
-loop over a list of complexes 13%.)"
+IDENTITY-TABLE-GET-OR-ADD.  (The conditions are WITH-SEEN-BITS-CURSOR's,
+checked here for a single object.)"
   (declare (type identity-table table) (optimize speed))
-  (let ((address (sb-kernel:get-lisp-obj-address object))
+  (let ((address (object-address object))
         (entry (it-entries table))
         (objects (it-objects table)))
     (when (and (not (it-hashed table))
-               (eq (it-epoch table) sb-kernel::*gc-epoch*)
+               (eq (it-epoch table) (current-gc-epoch))
                (= (address-chunk address) (it-last-chunk table))
                (< entry (length objects))
                (not (mark-seen-at table (it-last-base table) address)))
@@ -765,36 +794,17 @@ bits being set stays in a register while the conses stay within its 64
 granules.  Inline in two functions, with and without a limit, so that the
 loop without one tests nothing for it."
   (declare (type identity-table table) (type (or null index) limit) (optimize speed))
-  (let ((bits (it-bits table))
-        (base (it-last-base table))
-        (chunk (it-last-chunk table))
-        (epoch (it-epoch table))
-        (n 0) (k -1) (word 0))
-    (declare (type (simple-array word (*)) bits) (type index n base)
-             (type fixnum chunk k) (type word word))
-    (loop
-      ;; the epoch before the address: a collection after the check shows
-      ;; in the caller's check of the epoch, which then indexes afresh
-      (unless (and (or (null limit) (< n limit)) (consp c) (eq epoch sb-kernel::*gc-epoch*))
-        (return))
-      (let ((address (sb-kernel:get-lisp-obj-address c)))
-        (unless (= (address-chunk address) chunk)
-          (return))
-        (let* ((granule (address-granule address))
-               (wk (truly-the index (+ base (ash granule -6))))
-               (bit (ash 1 (logand granule 63))))
-          (unless (= wk k)
-            (when (>= k 0)
-              (setf (aref bits k) word))
-            (setf k wk
-                  word (aref bits wk)))
-          (when (logtest word bit)
-            (return))
-          (setf word (logior word bit)
-                n (truly-the index (1+ n))
-                c (cdr c)))))
-    (when (>= k 0)
-      (setf (aref bits k) word))
+  (let ((n 0))
+    (declare (type index n))
+    (with-seen-bits-cursor ((claim flush) table)
+      ;; a collection during the loop shows in the caller's check of the
+      ;; epoch, which then indexes afresh
+      (loop while (and (or (null limit) (< n limit))
+                       (consp c)
+                       (eq (claim c) t))
+            do (setf n (truly-the index (1+ n))
+                     c (cdr c)))
+      (flush))
     (values c n)))
 
 (defun claim-bits-in-chunk (table c)
@@ -825,12 +835,12 @@ of the next cons, or is indexed afresh after a collection."
         (setf c next))
       (cond ((or (not (consp c)) (= total limit))
              (return))
-            ((not (eq (it-epoch table) sb-kernel::*gc-epoch*))
+            ((not (eq (it-epoch table) (current-gc-epoch)))
              ;; conses moved: index them all again, this run's so far too
              (identity-table-current table))
-            ((/= (address-chunk (sb-kernel:get-lisp-obj-address c)) (it-last-chunk table))
+            ((/= (address-chunk (object-address c)) (it-last-chunk table))
              ;; a new block may be allocated, and collect: go round
-             (recent-chunk-base table (address-chunk (sb-kernel:get-lisp-obj-address c))))
+             (recent-chunk-base table (address-chunk (object-address c))))
             (t                          ; its bit is set: claimed before
              (return))))
     (values total c)))

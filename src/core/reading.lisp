@@ -127,8 +127,9 @@ offset after the reference, or NIL and NIL."
 
 ;;; The two string readers are inline only in the loops over runs of
 ;;; strings, through WINDOW-STRING (where a call and its spills cost as much
-;;; as a short string's own work), and called elsewhere.
-(declaim (sb-ext:maybe-inline window-ascii-string window-base-string))
+;;; as a short string's own work), and called elsewhere: declared inline so
+;;; that their definitions are kept for that, then NOTINLINE after them.
+(declaim (inline window-ascii-string window-base-string))
 (defun window-ascii-string (rs p end)
   "If the window holds at P (below END) the tag of a record whose payload
 is a count of fewer than +WINDOW-STRING-BYTES+ characters followed by them,
@@ -159,13 +160,13 @@ high bits, gathered as they move, say whether all were ASCII."
           (dotimes (w whole)
             (let ((word (mem-u64 sap (truly-the index (+ from (* 8 w))))))
               (setf high (logior high word)
-                    (sb-kernel:%vector-raw-bits s w) word)))
+                    (string-word s w) word)))
           (unless (zerop k)
             ;; the last word holds K characters
             (let ((word (ldb (byte (* 8 k) 0)
                              (mem-u64 sap (truly-the index (+ from (* 8 whole)))))))
               (setf high (logior high word)
-                    (sb-kernel:%vector-raw-bits s whole) word)))
+                    (string-word s whole) word)))
           (if (logtest high #x8080808080808080)
               (values nil nil)
               (progn (charge rs n)
@@ -181,7 +182,9 @@ and NIL."
         (values (register rs s) next)
         (values nil nil))))
 
-(declaim (sb-ext:maybe-inline window-character-string))
+(declaim (notinline window-ascii-string window-base-string))
+
+(declaim (inline window-character-string))
 (defun window-character-string (rs p end)
   "If the window holds at P (below END) a string of fewer than
 +WINDOW-STRING-BYTES+ characters, whole (characters of one or two bytes of
@@ -222,6 +225,8 @@ bad ones).  The characters are checked as they are decoded, in one pass."
                        (return))))))
           (charge rs (* 4 n))
           (values (register rs s) q)))))
+
+(declaim (notinline window-character-string))
 
 (defconstant +box-slice-bytes+ (* 16 1024)
   "Input the loops over double-floats and complexes read between two looks

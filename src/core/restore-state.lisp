@@ -59,7 +59,7 @@ LAZY-RUN costs more than their entries.")
   (depth 0 :type index)                ; containers open in the current record
   (depth-base 0 :type index)           ; logical depth where the current record starts
   (max-depth nil :type (or null index))
-  (stack-floor 0 :type word)    ; the control stack must stay above this
+  (stack-limit 0 :type word)    ; how far the control stack may grow (STACK-LIMIT)
   (alloc-left nil :type (or null index)) ; bytes we may still allocate
   (allocated 0 :type index)            ; bytes of small objects so far (KEEP-RUNWAYS)
   (next-look +prefault-bytes+ :type index) ; ALLOCATED at the next look at the runways
@@ -74,12 +74,8 @@ LAZY-RUN costs more than their entries.")
   (intern-symbols t))
 
 (defconstant +stack-margin+ (* 256 1024)
-  "Control stack kept free below the decoder, for handlers and the debugger.")
-
-(declaim (inline current-stack-floor))
-(defun current-stack-floor ()
-  "Lowest control stack address the decoder may recurse down to."
-  (+ (sb-kernel:get-lisp-obj-address sb-vm:*control-stack-start*) +stack-margin+))
+  "Control stack kept free beyond the decoder's deepest recursion, for handlers
+and the debugger.")
 
 (declaim (notinline initial-refs))
 (defun initial-refs (ibuf)
@@ -95,7 +91,7 @@ stack with the state (see above)."
   "A state for a restore reading IBUF."
   (%make-restore-state :ibuf ibuf :max-depth max-depth
                        :refs (initial-refs ibuf)
-                       :stack-floor (current-stack-floor)
+                       :stack-limit (stack-limit +stack-margin+)
                        :alloc-left (and max-alloc (min max-alloc (- most-positive-fixnum 16)))
                        :intern-symbols intern-symbols))
 
@@ -327,7 +323,7 @@ use); from a stream, which does not tell, as much again as was allocated
 before them, so that the reach grows with the restore."
   (declare (type restore-state rs) (type index bytes))
   (let* ((ib (rs-ibuf rs))
-         (heap (sb-ext:dynamic-space-size))
+         (heap (heap-size))
          (before (- (rs-allocated rs) bytes)))
     (if (ibuf-refill-fn ib)
         (min heap before)
@@ -374,7 +370,7 @@ maps where they land."
           (error 'restore-limit-exceeded :limit :max-to-read :value left
                                  :offset (ibuf-offset (rs-ibuf rs))
                                  :message "restoring would allocate more memory than max-to-read allows"))))
-  (when (< bytes sb-vm:large-object-size)
+  (when (< bytes +large-object-bytes+)
     (keep-runways rs bytes conses)))
 
 (defun restore-too-deep (rs)
@@ -396,7 +392,7 @@ two comparisons inline, the signalling out of line."
   (declare (type restore-state rs))
   (let ((max (rs-max-depth rs)))
     (when (or (and max (> (+ (rs-depth rs) (rs-depth-base rs)) max))
-              (< (pointer-address (sb-kernel:current-sp)) (rs-stack-floor rs)))
+              (stack-exhausted-p (rs-stack-limit rs)))
       (restore-too-deep rs))))
 
 (defmacro nested ((rs) &body body)

@@ -240,9 +240,7 @@ check before writing one."
 (defun unstorable-p (x)
   "True for objects binstore refuses to store: they stand for code or for
 resources of the running image."
-  (typep x '(or function stream pointer sb-ext:weak-pointer
-             sb-thread:thread sb-thread:mutex sb-thread:waitqueue class
-             sb-alien-internals:alien-value)))
+  (typep x '(or function stream pointer class system-object)))
 
 (defun storable-instance-p (x)
   (and (typep x '(or structure-object standard-object condition))
@@ -270,8 +268,8 @@ resources of the running image."
          (maphash (lambda (k v) (add k (list :key k)) (add v (list :value k))) x))
         (t
          (when (storable-instance-p x)
-           (dolist (slotd (sb-mop:class-slots (class-of x)))
-             (let ((name (sb-mop:slot-definition-name slotd)))
+           (dolist (slotd (class-slots (class-of x)))
+             (let ((name (slot-definition-name slotd)))
                (when (slot-boundp x name)
                  (add (slot-value x name) (list :slot name)))))))))
     (nreverse children)))

@@ -112,8 +112,8 @@ time n log n, not n^2."
   "The IEEE 754 float whose WIDTH (32 or 64) bits, as an unsigned integer,
 are BITS: every bit pattern, NaNs included, is kept."
   (if (= width 32)
-      (sb-kernel:make-single-float (signed bits 32))
-      (sb-kernel:make-double-float (signed (ldb (byte 32 32) bits) 32) (ldb (byte 32 0) bits))))
+      (single-float-from-bits (signed bits 32))
+      (double-float-from-bits (signed (ldb (byte 32 32) bits) 32) (ldb (byte 32 0) bits))))
 
 (defun cursor-varint (cursor)
   "Read a varint: LEB128, at most 64 bits, without a redundant zero group."
@@ -420,7 +420,7 @@ tables whose insertion waits for them."
   (postponed '())                       ; (table . pairs), newest first
   (name-room 0)                         ; the longest name binstore's buffer holds
   intern-symbols
-  stack-floor)
+  (stack-limit 0 :type word))
 
 (defun rf-charge (rf bytes)
   "Count BYTES of memory against max-to-read's allowance."
@@ -466,7 +466,7 @@ SPEC's rule gives it in this record."
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
 last +REFERENCE-STACK-MARGIN+ of the control stack: the input nests deeper
 than this decoder can follow, and it must not crash."
-  (when (< (pointer-address (sb-kernel:current-sp)) (rf-stack-floor rf))
+  (when (stack-exhausted-p (rf-stack-limit rf))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (rf-cursor rf))
            :message "the input nests deeper than the reference decoder's stack allows")))
@@ -659,9 +659,9 @@ is not a structure class."
            (when (typep class 'structure-class)
              (rf-invalid rf (format nil "an unbound slot in structure ~s" (class-name class))
                          "a value (structure slots are always bound)")))
-          ((not (typep value (sb-mop:slot-definition-type slotd)))
+          ((not (typep value (slot-definition-type slotd)))
            (rf-invalid rf (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
-                       (format nil "a value of type ~s" (sb-mop:slot-definition-type slotd)))))))
+                       (format nil "a value of type ~s" (slot-definition-type slotd)))))))
 
 (defun build-leaf (rf name fields)
   "The object of the leaf tag NAME whose parts gave FIELDS."
@@ -719,7 +719,7 @@ order, refusing a value outside ARRAY's element type; return ARRAY."
 package must not be locked), else MISSING-SYMBOL."
   (multiple-value-bind (symbol status) (find-symbol name package)
     (cond (status symbol)
-          ((and (rf-intern-symbols rf) (not (sb-ext:package-locked-p package)))
+          ((and (rf-intern-symbols rf) (not (package-locked-p package)))
            (intern name package))
           (t (error 'missing-symbol :name name :package package
                                     :offset (cursor-pos (rf-cursor rf))
@@ -752,16 +752,15 @@ class is not of the stored kind."
     (unless (typep class (ecase kind
                            (0 'structure-class)
                            (1 'standard-class)
-                           (2 'sb-pcl::condition-class)))
+                           (2 'condition-class)))
       (rf-invalid rf (format nil "class ~s is not of the stored kind" (class-name class))
                   "a class of the same kind"))
-    (unless (sb-mop:class-finalized-p class)
-      (sb-mop:finalize-inheritance class))
+    (ensure-class-finalized class)
     (make-reference-descriptor
      :kind kind :class-name name :slot-names (field fields 'slot-names) :class class
      :slots (mapcar (lambda (slot-name)
-                      (or (find slot-name (sb-mop:class-slots class)
-                                :key #'sb-mop:slot-definition-name)
+                      (or (find slot-name (class-slots class)
+                                :key #'slot-definition-name)
                           (error 'missing-slot :class (class-name class) :name slot-name
                                                :offset (cursor-pos (rf-cursor rf))
                                                :message "no such slot")))
@@ -779,13 +778,13 @@ Slots of a standard class the descriptor leaves out get their initforms."
     (loop for slotd in (reference-descriptor-slots descriptor)
           for value in values
           unless (eq value *unbound-slot-value*)
-            do (setf (slot-value object (sb-mop:slot-definition-name slotd)) value))
+            do (setf (slot-value object (slot-definition-name slotd)) value))
     (when (typep class 'standard-class)
-      (let ((new (loop for slotd in (sb-mop:class-slots class)
-                       when (and (eq (sb-mop:slot-definition-allocation slotd) :instance)
-                                 (sb-mop:slot-definition-initfunction slotd)
+      (let ((new (loop for slotd in (class-slots class)
+                       when (and (eq (slot-definition-allocation slotd) :instance)
+                                 (slot-definition-initfunction slotd)
                                  (not (member slotd (reference-descriptor-slots descriptor))))
-                         collect (sb-mop:slot-definition-name slotd))))
+                         collect (slot-definition-name slotd))))
         (when new
           (shared-initialize object new))))
     object))
@@ -975,8 +974,7 @@ allows signals RESTORE-LIMIT-EXCEEDED (:nesting)."
          (rf (make-reference-state
               :cursor cursor :max-depth max-depth :alloc-left max-to-read
               :max-to-read max-to-read :intern-symbols intern-symbols
-              :stack-floor (+ (sb-kernel:get-lisp-obj-address sb-vm:*control-stack-start*)
-                              +reference-stack-margin+))))
+              :stack-limit (stack-limit +reference-stack-margin+))))
     (setf (rf-walker rf) (make-reference-walker rf))
     ;; end markers closing the record before
     (loop while (rf-peek-is rf :end)
