@@ -425,7 +425,7 @@ COMPLEX and VECTOR constant: one loop for each kind of box and source
             (unless (and (if complex
                              (typep x '(complex double-float))
                              (typep x 'double-float))
-                         (eq (claim x) t))
+                         (claim x))
               (return))
             (setf taken (1+ taken)
                   out (if complex (put-complex-float out x) (put-double-float out x))))

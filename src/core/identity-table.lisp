@@ -653,10 +653,10 @@ after another, with three local names:
             it is in seen bits, indexed in the current GC epoch, with a
             chunk met last (a table of runs in that state may be used too,
             by a caller that knows it is);
-  (CLAIM x) sets the seen bit of the heap object X and returns T when it
-            was clear, NIL when it was set (X was met before), and
-            :ELSEWHERE, changing nothing, when X lies outside the chunk met
-            last or a collection has run since READY was found;
+  (CLAIM x) sets the seen bit of the heap object X and returns true when
+            it was clear; returns NIL, changing nothing, when it was set (X
+            was met before), when X lies outside the chunk met last, or when
+            a collection has run since READY was found;
   (FLUSH)   puts the word of bits being set back in the table.
 BODY must call FLUSH before it leaves once it has called CLAIM; the objects claimed then need their ids (TAKE-BOX-RUN
 or APPEND-OBJECT).  The word of bits stays in a variable between claims,
@@ -684,23 +684,21 @@ object."
                 ;; the address first, then the epoch: a collection after the
                 ;; check leaves the bits and the address of the same epoch
                 (let ((address (object-address x)))
-                  (if (and (eq ,epoch (current-gc-epoch))
-                           (= (address-chunk address) ,chunk))
-                      (let* ((granule (address-granule address))
-                             ;; within the chunk's block, so within BITS
-                             (wk (truly-the index (+ ,base (ash granule -6))))
-                             (bit (ash 1 (logand granule 63))))
-                        (unless (= wk ,k)
-                          (locally (declare (optimize (safety 0)))
-                            (when (>= ,k 0)
-                              (setf (aref ,bits ,k) ,word))
-                            (setf ,k wk
-                                  ,word (aref ,bits wk))))
-                        (if (logtest ,word bit)
-                            nil
-                            (progn (setf ,word (logior ,word bit))
-                                   t)))
-                      :elsewhere)))
+                  (when (and (eq ,epoch (current-gc-epoch))
+                             (= (address-chunk address) ,chunk))
+                    (let* ((granule (address-granule address))
+                           ;; within the chunk's block, so within BITS
+                           (wk (truly-the index (+ ,base (ash granule -6))))
+                           (bit (ash 1 (logand granule 63))))
+                      (unless (= wk ,k)
+                        (locally (declare (optimize (safety 0)))
+                          (when (>= ,k 0)
+                            (setf (aref ,bits ,k) ,word))
+                          (setf ,k wk
+                                ,word (aref ,bits wk))))
+                      (unless (logtest ,word bit)
+                        (setf ,word (logior ,word bit))
+                        t)))))
               (,flush ()
                 (when (>= ,k 0)
                   ;; a word of the chunk's block, within BITS
@@ -801,7 +799,7 @@ loop without one tests nothing for it."
       ;; epoch, which then indexes afresh
       (loop while (and (or (null limit) (< n limit))
                        (consp c)
-                       (eq (claim c) t))
+                       (claim c))
             do (setf n (truly-the index (1+ n))
                      c (cdr c)))
       (flush))
