@@ -935,6 +935,40 @@ never instantiated (so not finalized) works."
     (let ((c (hostile-restore-condition (hostile-replace-143 octets binstore::+tag-nil+))))
       (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c)))))
 
+(defstruct hostile-ranged (small 0 :type (unsigned-byte 8)) (name "" :type simple-string))
+
+(test (hostile-typed-boxed-slots-are-checked :fixture format-2-defaults)
+  ;; typed slots that are all boxed restore straight into place, each value
+  ;; checked against the slot's type first: -1 or NIL in an (unsigned-byte
+  ;; 8) slot is refused
+  (let ((octets (binstore:store nil (make-hostile-ranged :small 143 :name "n"))))
+    (let ((back (binstore:restore octets)))
+      (is (eql 143 (hostile-ranged-small back)))
+      (is (equal "n" (hostile-ranged-name back))))
+    (dolist (tag (list (+ binstore::+small-int-bias+ -1) binstore::+tag-nil+ binstore::+tag-t+))
+      (let ((c (hostile-restore-condition (hostile-replace-143 octets tag))))
+        (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))))))
+
+(test slot-type-checks-agree-with-typep
+  ;; the inline checks of typed slots (keywords, fixnum ranges) and the
+  ;; generic one give TYPEP's answer for every type and value
+  (let ((types '(fixnum bit (unsigned-byte 8) (signed-byte 16) (mod 10) (integer -3 3)
+                 (unsigned-byte 64) simple-string simple-base-string string list cons
+                 symbol double-float single-float integer real number character
+                 simple-vector hash-table (or null string) keyword (member :a :b)
+                 (simple-array (unsigned-byte 8) (*)) (vector t) t))
+        (values (list 0 1 -1 2 9 10 255 256 -3 4 32767 -32768 32768 most-positive-fixnum
+                      (1+ most-positive-fixnum) (- (expt 2 64) 1) 1.5d0 1.5f0 1/2 #c(1 2)
+                      #\a "abc" (coerce "abc" 'simple-base-string)
+                      (make-array 3 :element-type 'character :adjustable t)
+                      nil t :a :c 'foo '(1) (make-hash-table) #(1 2) (make-array 2 :adjustable t)
+                      (make-array 2 :element-type '(unsigned-byte 8)))))
+    (dolist (type types)
+      (let ((check (binstore::type-check type)))
+        (dolist (value values)
+          (is (eq (not (typep value type)) (not (binstore::slot-value-fits-p value check)))
+              "~s in ~s" value type))))))
+
 (test (hostile-unbound-slot-in-structure :fixture format-2-defaults)
   ;; both kinds of structure: slots of type T (set in place) and typed ones
   (dolist (object (list (make-gen-point :x 143 :y 2) (make-hostile-typed :count 1 :note 143)))

@@ -229,14 +229,15 @@ room checked once, anything else through WRITE-OBJECT."
 
 (defstruct (restore-descriptor
             (:constructor make-restore-descriptor
-                (class allocator setters types locations structure-p)))
+                (class allocator setters checks locations structure-p)))
   class
   (allocator nil :type function)
   (setters #() :type simple-vector)
-  (types #() :type simple-vector)
-  ;; when every stored slot is a boxed slot of type T held in the instance
-  ;; (or its slot vector), the index of each: the values then go straight
-  ;; into place, with no setter or type to consult
+  ;; per slot, its SLOT-CHECK; NIL when no slot checks anything
+  (checks nil :type (or null simple-vector))
+  ;; when every stored slot is a boxed slot held in the instance (or its
+  ;; slot vector), the index of each: the values then go straight into
+  ;; place, with no setter to call
   (locations nil :type (or null (simple-array fixnum (*))))
   (structure-p nil :type boolean))
 
@@ -259,17 +260,95 @@ standard class; NIL otherwise."
       (:location (lambda (o v) (setf (standard-slot-at o where) v)))
       (:slot-value (lambda (o v) (setf (slot-value o where) v))))))
 
-(defun slot-ctype (slotd)
-  "The slot's type, parsed once, or NIL when any value will do."
-  (let ((type (slot-definition-type slotd)))
-    (unless (eq type t)
-      (parse-type type))))
+;;; A slot's type is checked on every value restored into it: a value of
+;;; another type in a typed slot would break the code compiled for the
+;;; class.  The types real programs' slots have are tested inline by a
+;;; keyword or an integer range; any other type is parsed once and tested
+;;; generically, which costs several times as much.
 
-(defun plain-slot-locations (class slots)
-  "The BOXED-SLOT-LOCATIONS of SLOTS when every one is of type T, so that
-any value may be put in place as it is; otherwise NIL."
-  (when (notany (lambda (slotd) (and slotd (slot-ctype slotd))) slots)
-    (boxed-slot-locations class slots)))
+(defparameter *slot-check-classes*
+  '((simple-string . :simple-string) (simple-base-string . :simple-base-string)
+    (string . :string) (list . :list) (cons . :cons) (symbol . :symbol)
+    (double-float . :double-float) (single-float . :single-float)
+    (integer . :integer) (real . :real) (number . :number)
+    (character . :character) (simple-vector . :simple-vector)
+    (hash-table . :hash-table))
+  "Slot types tested inline, each with the keyword SLOT-VALUE-FITS-P
+dispatches on.")
+
+(defun type-equal-p (a b)
+  "True when the type specifiers A and B are known to name the same type."
+  (and (subtypep a b) (subtypep b a)))
+
+(defun fixnum-range (type)
+  "The bounds (LOW . HIGH) of TYPE when it is a range of fixnums written in
+one of the standard ways ((integer a b), (unsigned-byte n), (signed-byte
+n), (mod n), bit, fixnum), otherwise NIL."
+  (let ((range (cond ((eq type 'fixnum) (cons most-negative-fixnum most-positive-fixnum))
+                     ((eq type 'bit) (cons 0 1))
+                     ((atom type) nil)
+                     ((and (eq (first type) 'unsigned-byte) (integerp (second type)))
+                      (cons 0 (1- (expt 2 (second type)))))
+                     ((and (eq (first type) 'signed-byte) (integerp (second type)))
+                      (cons (- (expt 2 (1- (second type)))) (1- (expt 2 (1- (second type))))))
+                     ((and (eq (first type) 'mod) (integerp (second type)))
+                      (cons 0 (1- (second type))))
+                     ((and (eq (first type) 'integer) (= (length type) 3)
+                           (integerp (second type)) (integerp (third type)))
+                      (cons (second type) (third type))))))
+    (and range
+         (typep (car range) 'fixnum) (typep (cdr range) 'fixnum)
+         range)))
+
+(defun type-check (type)
+  "What SLOT-VALUE-FITS-P tests a value against for the type specifier
+TYPE: NIL when any value will do, a keyword of *SLOT-CHECK-CLASSES*, a cons
+of fixnum bounds, or TYPE parsed (PARSE-TYPE)."
+  (cond ((eq type t) nil)
+        ((fixnum-range type))
+        ((cdr (assoc type *slot-check-classes* :test #'type-equal-p)))
+        (t (parse-type type))))
+
+(defun slot-check (slotd)
+  "The TYPE-CHECK of the slot definition SLOTD's type."
+  (type-check (slot-definition-type slotd)))
+
+(declaim (inline slot-value-fits-p))
+(defun slot-value-fits-p (value check)
+  "True when VALUE may go in a slot with the SLOT-CHECK CHECK."
+  (cond ((null check) t)
+        ((consp check)
+         (and (typep value 'fixnum)
+              (<= (the fixnum (car check)) value (the fixnum (cdr check)))))
+        ((symbolp check)
+         (case check
+           (:simple-string (simple-string-p value))
+           (:simple-base-string (typep value 'simple-base-string))
+           (:string (stringp value))
+           (:list (listp value))
+           (:cons (consp value))
+           (:symbol (symbolp value))
+           (:double-float (typep value 'double-float))
+           (:single-float (typep value 'single-float))
+           (:integer (integerp value))
+           (:real (realp value))
+           (:number (numberp value))
+           (:character (characterp value))
+           (:simple-vector (simple-vector-p value))
+           (:hash-table (hash-table-p value))))
+        (t (parsed-typep value check))))
+
+(defun slot-check-type (check)
+  "The type a SLOT-CHECK tests, for messages."
+  (cond ((consp check) `(integer ,(car check) ,(cdr check)))
+        ((symbolp check) (car (rassoc check *slot-check-classes*)))
+        (t (parsed-type-specifier check))))
+
+(defun slot-checks (slots)
+  "The SLOT-CHECK of each of SLOTS (effective slot definitions, NIL for a
+discarded one) as a simple vector, or NIL when none checks anything."
+  (let ((checks (map 'vector (lambda (slotd) (and slotd (slot-check slotd))) slots)))
+    (and (some #'identity checks) checks)))
 
 (defun standard-allocation-p (class)
   "True when ALLOCATE-INSTANCE on CLASS runs SBCL's own method for standard
@@ -357,8 +436,8 @@ when the caller chose to discard it."
                    (lambda () (shared-initialize (funcall allocate) new-slots))
                    allocate))
              (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
-             (map 'vector (lambda (slotd) (and slotd (slot-ctype slotd))) slots)
-             (plain-slot-locations class slots)
+             (slot-checks slots)
+             (boxed-slot-locations class slots)
              (typep class 'structure-class)))))))
 
 (declaim (inline read-instance-header fill-instance))
@@ -376,23 +455,44 @@ when the caller chose to discard it."
   (restore-invalid rs (format nil "an unbound slot in structure ~s" (class-name class))
                    "a value (structure slots are always bound)"))
 
+(defun slot-type-error (rs d i value)
+  "Signal that the value VALUE read for the Ith stored slot of D's class is
+not of the slot's type."
+  (declare (type restore-descriptor d))
+  (let ((class (restore-descriptor-class d)))
+    (restore-invalid
+     rs (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
+     (format nil "a value of type ~s"
+             (slot-check-type (svref (restore-descriptor-checks d) i))))))
+
 (defun fill-plain-slots (rs object d locations)
-  "Read the values of OBJECT's slots, each into its place in LOCATIONS."
+  "Read the values of OBJECT's slots, each into its place in LOCATIONS,
+checking those of a typed slot first."
   (declare (type restore-descriptor d) (type (simple-array fixnum (*)) locations)
            (optimize speed))
-  (let ((ib (rs-ibuf rs)))
-    (if (restore-descriptor-structure-p d)
-        (loop for i of-type fixnum across locations
-              do (let ((tag (read-u8 ib)))
-                   (when (= tag +tag-unbound-slot+)
-                     (unbound-structure-slot rs (restore-descriptor-class d)))
-                   (setf (structure-slot-at object i) (object-from-tag rs tag))))
-        (loop for i of-type fixnum across locations
-              do (let ((tag (read-u8 ib)))
-                   ;; a fresh instance's slots start unbound
-                   (unless (= tag +tag-unbound-slot+)
-                     (setf (standard-slot-at object i)
-                           (object-from-tag rs tag))))))
+  (let ((ib (rs-ibuf rs))
+        (checks (restore-descriptor-checks d)))
+    (flet ((value (k tag)
+             ;; the Kth slot's value, which follows TAG, checked
+             (let ((value (object-from-tag rs tag)))
+               (when checks
+                 (unless (slot-value-fits-p value (svref checks k))
+                   (slot-type-error rs d k value)))
+               value)))
+      (declare (inline value))
+      (if (restore-descriptor-structure-p d)
+          (loop for i of-type fixnum across locations
+                for k of-type index from 0
+                do (let ((tag (read-u8 ib)))
+                     (when (= tag +tag-unbound-slot+)
+                       (unbound-structure-slot rs (restore-descriptor-class d)))
+                     (setf (structure-slot-at object i) (value k tag))))
+          (loop for i of-type fixnum across locations
+                for k of-type index from 0
+                do (let ((tag (read-u8 ib)))
+                     ;; a fresh instance's slots start unbound
+                     (unless (= tag +tag-unbound-slot+)
+                       (setf (standard-slot-at object i) (value k tag)))))))
     object))
 
 (defun fill-instance (rs object d)
@@ -414,22 +514,18 @@ and storing it with the slot's setter."
   (declare (type restore-descriptor d))
   (let ((class (restore-descriptor-class d))
         (setters (restore-descriptor-setters d))
-        (types (restore-descriptor-types d)))
+        (checks (restore-descriptor-checks d)))
     (dotimes (i (length setters) object)
       (let ((value (read-slot-value rs))
-            (setter (svref setters i))
-            (ctype (svref types i)))
+            (setter (svref setters i)))
         (cond ((null setter))                       ; a discarded slot
               ((eq value **unset**)
                ;; a fresh instance's slots start unbound; structures have none
                (when (typep class 'structure-class)
                  (unbound-structure-slot rs class)))
-              ((or (null ctype) (parsed-typep value ctype))
+              ((or (null checks) (slot-value-fits-p value (svref checks i)))
                (funcall (the function setter) object value))
-              (t
-               (restore-invalid
-                rs (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
-                (format nil "a value of type ~s" (parsed-type-specifier ctype)))))))))
+              (t (slot-type-error rs d i value)))))))
 
 (defun read-instance (rs)
   "Read an instance whose tag was just consumed (READ-CONTAINER's work for
