@@ -229,7 +229,7 @@ room checked once, anything else through WRITE-OBJECT."
 
 (defstruct (restore-descriptor
             (:constructor make-restore-descriptor
-                (class allocator setters checks locations structure-p)))
+                (class allocator setters checks locations raw-kinds structure-p)))
   class
   (allocator nil :type function)
   (setters #() :type simple-vector)
@@ -239,6 +239,8 @@ room checked once, anything else through WRITE-OBJECT."
   ;; slot vector), the index of each: the values then go straight into
   ;; place, with no setter to call
   (locations nil :type (or null (simple-array fixnum (*))))
+  ;; for a structure with raw slots, each slot's STRUCTURE-SLOT-RAW-KIND
+  (raw-kinds nil :type (or null simple-vector))
   (structure-p nil :type boolean))
 
 (defun new-slot-names (class stored-slots)
@@ -262,19 +264,17 @@ standard class; NIL otherwise."
 
 ;;; A slot's type is checked on every value restored into it: a value of
 ;;; another type in a typed slot would break the code compiled for the
-;;; class.  The types real programs' slots have are tested inline by a
-;;; keyword or an integer range; any other type is parsed once and tested
+;;; class.  The types real programs' slots have are tested inline, by a
+;;; jump on the type's number or by an integer range; any other type is parsed once and tested
 ;;; generically, which costs several times as much.
 
 (defparameter *slot-check-classes*
-  '((simple-string . :simple-string) (simple-base-string . :simple-base-string)
-    (string . :string) (list . :list) (cons . :cons) (symbol . :symbol)
-    (double-float . :double-float) (single-float . :single-float)
-    (integer . :integer) (real . :real) (number . :number)
-    (character . :character) (simple-vector . :simple-vector)
-    (hash-table . :hash-table))
-  "Slot types tested inline, each with the keyword SLOT-VALUE-FITS-P
-dispatches on.")
+  #(simple-string simple-base-string string list cons symbol double-float
+    single-float integer real number character simple-vector hash-table
+    ;; the types of raw structure slots
+    (unsigned-byte 64) (signed-byte 64) (complex double-float) (complex single-float))
+  "Slot types tested inline: SLOT-VALUE-FITS-P dispatches on the position
+of the type here.")
 
 (defun type-equal-p (a b)
   "True when the type specifiers A and B are known to name the same type."
@@ -302,11 +302,11 @@ n), (mod n), bit, fixnum), otherwise NIL."
 
 (defun type-check (type)
   "What SLOT-VALUE-FITS-P tests a value against for the type specifier
-TYPE: NIL when any value will do, a keyword of *SLOT-CHECK-CLASSES*, a cons
-of fixnum bounds, or TYPE parsed (PARSE-TYPE)."
+TYPE: NIL when any value will do, the position of TYPE in
+*SLOT-CHECK-CLASSES*, a cons of fixnum bounds, or TYPE parsed (PARSE-TYPE)."
   (cond ((eq type t) nil)
         ((fixnum-range type))
-        ((cdr (assoc type *slot-check-classes* :test #'type-equal-p)))
+        ((position type *slot-check-classes* :test #'type-equal-p))
         (t (parse-type type))))
 
 (defun slot-check (slotd)
@@ -320,28 +320,33 @@ of fixnum bounds, or TYPE parsed (PARSE-TYPE)."
         ((consp check)
          (and (typep value 'fixnum)
               (<= (the fixnum (car check)) value (the fixnum (cdr check)))))
-        ((symbolp check)
+        ((typep check 'fixnum)
+         ;; a jump table, in the order of *SLOT-CHECK-CLASSES*
          (case check
-           (:simple-string (simple-string-p value))
-           (:simple-base-string (typep value 'simple-base-string))
-           (:string (stringp value))
-           (:list (listp value))
-           (:cons (consp value))
-           (:symbol (symbolp value))
-           (:double-float (typep value 'double-float))
-           (:single-float (typep value 'single-float))
-           (:integer (integerp value))
-           (:real (realp value))
-           (:number (numberp value))
-           (:character (characterp value))
-           (:simple-vector (simple-vector-p value))
-           (:hash-table (hash-table-p value))))
+           (0 (simple-string-p value))
+           (1 (typep value 'simple-base-string))
+           (2 (stringp value))
+           (3 (listp value))
+           (4 (consp value))
+           (5 (symbolp value))
+           (6 (typep value 'double-float))
+           (7 (typep value 'single-float))
+           (8 (integerp value))
+           (9 (realp value))
+           (10 (numberp value))
+           (11 (characterp value))
+           (12 (simple-vector-p value))
+           (13 (hash-table-p value))
+           (14 (typep value '(unsigned-byte 64)))
+           (15 (typep value '(signed-byte 64)))
+           (16 (typep value '(complex double-float)))
+           (17 (typep value '(complex single-float)))))
         (t (parsed-typep value check))))
 
 (defun slot-check-type (check)
   "The type a SLOT-CHECK tests, for messages."
   (cond ((consp check) `(integer ,(car check) ,(cdr check)))
-        ((symbolp check) (car (rassoc check *slot-check-classes*)))
+        ((typep check 'fixnum) (svref *slot-check-classes* check))
         (t (parsed-type-specifier check))))
 
 (defun slot-checks (slots)
@@ -437,7 +442,8 @@ when the caller chose to discard it."
                    allocate))
              (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
              (slot-checks slots)
-             (boxed-slot-locations class slots)
+             (restore-slot-locations class slots)
+             (restore-slot-raw-kinds class slots)
              (typep class 'structure-class)))))))
 
 (declaim (inline read-instance-header fill-instance))
@@ -455,6 +461,26 @@ when the caller chose to discard it."
   (restore-invalid rs (format nil "an unbound slot in structure ~s" (class-name class))
                    "a value (structure slots are always bound)"))
 
+(defun restore-slot-locations (class slots)
+  "Where the values of SLOTS (effective slot definitions of CLASS, NIL for
+a discarded one) go, when every one has a place to go in an instance: for a
+structure the index of each slot, boxed or raw; for a standard object the
+BOXED-SLOT-LOCATIONS.  Otherwise NIL."
+  (if (and (typep class 'structure-class) (every #'identity slots))
+      (map '(simple-array fixnum (*))
+           (lambda (slotd) (structure-slot-index class (slot-definition-name slotd)))
+           slots)
+      (boxed-slot-locations class slots)))
+
+(defun restore-slot-raw-kinds (class slots)
+  "For a structure CLASS with raw slots among SLOTS, the
+STRUCTURE-SLOT-RAW-KIND of each of them; otherwise NIL."
+  (when (and (typep class 'structure-class) (every #'identity slots))
+    (let ((kinds (map 'vector (lambda (slotd)
+                                (structure-slot-raw-kind class (slot-definition-name slotd)))
+                      slots)))
+      (and (some #'identity kinds) kinds))))
+
 (defun slot-type-error (rs d i value)
   "Signal that the value VALUE read for the Ith stored slot of D's class is
 not of the slot's type."
@@ -466,12 +492,14 @@ not of the slot's type."
              (slot-check-type (svref (restore-descriptor-checks d) i))))))
 
 (defun fill-plain-slots (rs object d locations)
-  "Read the values of OBJECT's slots, each into its place in LOCATIONS,
-checking those of a typed slot first."
+  "Read the values of OBJECT's slots, each into its place in LOCATIONS
+(raw or boxed, for a structure: see RESTORE-SLOT-RAW-KINDS), checking those
+of a typed slot first."
   (declare (type restore-descriptor d) (type (simple-array fixnum (*)) locations)
            (optimize speed))
   (let ((ib (rs-ibuf rs))
-        (checks (restore-descriptor-checks d)))
+        (checks (restore-descriptor-checks d))
+        (raw-kinds (restore-descriptor-raw-kinds d)))
     (flet ((value (k tag)
              ;; the Kth slot's value, which follows TAG, checked
              (let ((value (object-from-tag rs tag)))
@@ -486,7 +514,12 @@ checking those of a typed slot first."
                 do (let ((tag (read-u8 ib)))
                      (when (= tag +tag-unbound-slot+)
                        (unbound-structure-slot rs (restore-descriptor-class d)))
-                     (setf (structure-slot-at object i) (value k tag))))
+                     (let ((value (value k tag))
+                           (kind (and raw-kinds (svref raw-kinds k))))
+                       (if kind
+                           ;; checked above against the slot's type
+                           (set-structure-raw-slot object i kind value)
+                           (setf (structure-slot-at object i) value)))))
           (loop for i of-type fixnum across locations
                 for k of-type index from 0
                 do (let ((tag (read-u8 ib)))

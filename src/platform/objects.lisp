@@ -242,6 +242,43 @@ slot's type: nothing is checked."
       (sb-kernel:complex-single-float
        (lambda (o v) (setf (sb-kernel:%raw-instance-ref/complex-single o i) v))))))
 
+(defun structure-slot-raw-kind (class name)
+  "How an instance of the structure class CLASS holds the slot NAME: NIL
+when boxed (a Lisp object, for STRUCTURE-SLOT-AT), otherwise the raw
+representation's keyword for SET-STRUCTURE-RAW-SLOT: :DOUBLE-FLOAT,
+:SINGLE-FLOAT, :WORD, :SIGNED-WORD, :COMPLEX-DOUBLE-FLOAT or
+:COMPLEX-SINGLE-FLOAT."
+  (let ((raw-type (sb-kernel:dsd-raw-type (structure-slot-description class name))))
+    (case raw-type
+      ((t) nil)
+      (double-float :double-float)
+      (single-float :single-float)
+      (sb-ext:word :word)
+      (sb-vm:signed-word :signed-word)
+      (sb-kernel:complex-double-float :complex-double-float)
+      (sb-kernel:complex-single-float :complex-single-float)
+      (t (error "unknown raw slot type ~s" raw-type)))))
+
+(defun structure-slot-index (class name)
+  "The index of the slot NAME in an instance of the structure class CLASS:
+for STRUCTURE-SLOT-AT when the slot is boxed, for SET-STRUCTURE-RAW-SLOT
+otherwise (see STRUCTURE-SLOT-RAW-KIND)."
+  (sb-kernel:dsd-index (structure-slot-description class name)))
+
+(declaim (inline set-structure-raw-slot))
+(defun set-structure-raw-slot (instance index kind value)
+  "Store VALUE, of the slot's type (unchecked), in the raw slot at INDEX of
+the structure INSTANCE, whose STRUCTURE-SLOT-RAW-KIND is KIND."
+  (ecase kind
+    (:double-float (setf (sb-kernel:%raw-instance-ref/double instance index) value))
+    (:single-float (setf (sb-kernel:%raw-instance-ref/single instance index) value))
+    (:word (setf (sb-kernel:%raw-instance-ref/word instance index) value))
+    (:signed-word (setf (sb-kernel:%raw-instance-ref/signed-word instance index) value))
+    (:complex-double-float
+     (setf (sb-kernel:%raw-instance-ref/complex-double instance index) value))
+    (:complex-single-float
+     (setf (sb-kernel:%raw-instance-ref/complex-single instance index) value))))
+
 (defun structure-boxed-slot-index (class name)
   "The index at which an instance of the structure class CLASS holds the
 slot NAME's value as it is (for STRUCTURE-SLOT-AT), or NIL when the slot is
