@@ -66,6 +66,8 @@ for other systems' files."
     :pathname "src/platform"
     :depends-on ("base")
     :components ((:file "memory")
+                 (:file "os" :depends-on ("memory"))
+                 (:file "runtime" :depends-on ("memory"))
                  (:file "objects" :depends-on ("memory"))
                  (:file "stack" :depends-on ("memory"))
                  (:file "prefetch")))

@@ -70,7 +70,7 @@ every identity: twice the heap in use, and 64 MiB.  Data without sharing
 never writes that much (every object is written once, in at most about as
 many bytes as it takes in memory), so reaching it means shared structure
 written again and again."
-  (+ (* 2 (sb-kernel:dynamic-usage)) (* 64 1024 1024)))
+  (+ (* 2 (heap-bytes-in-use)) (* 64 1024 1024)))
 
 (defun call-with-write-limit (max-to-write options fn)
   "Call FN with the limit a store with OPTIONS writes under: MAX-TO-WRITE,
@@ -114,16 +114,6 @@ the end."
         ;; the region carries the held bytes: the vector keeps the rest
         (setf (vector-sink-direct sink)
               (switch-to-region ob (take-region (* 2 (+ n (held-bytes ob)))))))))
-
-(defmacro with-octet-vector-address ((address vector) &body body)
-  "Run BODY with ADDRESS bound to the address of VECTOR's first element
-\(an octet vector, simple or not), the data pinned."
-  (let ((data (gensym "DATA")) (start (gensym "START")) (end (gensym "END")))
-    `(sb-kernel:with-array-data ((,data ,vector) (,start 0) (,end))
-       (declare (ignore ,end))
-       (with-pinned-objects (,data)
-         (let ((,address (+ (pointer-address (vector-pointer ,data)) ,start)))
-           ,@body)))))
 
 (defun grown-size (vector needed)
   "The size to adjust VECTOR to when it must hold NEEDED bytes: at least
@@ -179,8 +169,7 @@ through (SBCL's bivalent streams take octets too)."
   (let ((type (stream-element-type stream)))
     (and (not (equal type '(unsigned-byte 8)))  ; the usual case, without SUBTYPEP
          (subtypep type 'character)
-         (not (and (typep stream 'sb-sys:fd-stream)
-                   (sb-impl::fd-stream-bivalent-p stream))))))
+         (not (bivalent-stream-p stream)))))
 
 (defun check-binary-stream (stream direction)
   (when (character-stream-p stream)

@@ -1,9 +1,10 @@
 ;;;; The output region: one growing block of foreign memory that (STORE NIL
 ;;;; ...) writes into, and that an adjustable vector spills into when full.
 ;;;;
-;;;; It is mapped with mmap and grown with mremap, which moves pages instead
-;;;; of copying bytes, so everything written keeps its offset: the obuf is
-;;;; holdable (see output.lisp) at no cost.  Like the tables, the largest
+;;;; It is mapped with mmap and grown with mremap (MAP-MEMORY, REMAP-MEMORY),
+;;;; which moves pages instead of copying bytes (where the system has no
+;;;; mremap, REMAP-MEMORY copies them), so everything written keeps its
+;;;; offset: the obuf is holdable (see output.lisp) at no cost.  Like the tables, the largest
 ;;;; region is kept between calls, so a repeated store writes into memory
 ;;;; already faulted in.
 
@@ -16,45 +17,37 @@
 (defconstant +region-granule+ (* 64 1024)
   "Regions are mapped and grown in multiples of this many bytes.")
 
-(defconstant +mremap-maymove+ 1 "MREMAP_MAYMOVE from <sys/mman.h>.")
-
 (defun granules (n)
   (* +region-granule+ (max 1 (ceiling n +region-granule+))))
 
 (defun region-failure (size errno)
   (error 'store-error :message (format nil "cannot map ~d bytes for the output: ~a"
-                                       size (sb-int:strerror errno))))
+                                       size (errno-text errno))))
 
 (defun map-region (size)
   "A fresh region of at least SIZE bytes."
   (let ((size (granules size)))
-    (handler-case
-        (%make-region (pointer-address
-                       (sb-posix:mmap nil size
-                                      (logior sb-posix:prot-read sb-posix:prot-write)
-                                      (logior sb-posix:map-private sb-posix:map-anon)
-                                      -1 0))
-                      size)
-      (sb-posix:syscall-error (e)
-        (region-failure size (sb-posix:syscall-errno e))))))
+    (multiple-value-bind (address errno) (map-memory size)
+      (if address
+          (%make-region address size)
+          (region-failure size errno)))))
 
 (defun unmap-region (region)
-  (sb-posix:munmap (address-pointer (region-address region)) (region-size region)))
+  "Give REGION's memory back to the system."
+  (multiple-value-bind (ok errno) (unmap-memory (region-address region) (region-size region))
+    (unless ok
+      (error "cannot unmap the ~d bytes of an output region: ~a"
+             (region-size region) (errno-text errno)))))
 
 (defun grow-region (region size)
   "Grow REGION to at least SIZE bytes, keeping its contents (it may move)."
-  (let* ((new-size (granules size))
-         (address (sb-alien:alien-funcall
-                   (sb-alien:extern-alien "mremap" (function sb-alien:unsigned-long
-                                                             sb-alien:unsigned-long
-                                                             sb-alien:unsigned-long
-                                                             sb-alien:unsigned-long
-                                                             sb-alien:int))
-                   (region-address region) (region-size region) new-size +mremap-maymove+)))
-    (when (= address (ldb (byte 64 0) -1))  ; MAP_FAILED
-      (region-failure new-size (sb-alien:get-errno)))
-    (setf (region-address region) address
-          (region-size region) new-size)))
+  (let ((new-size (granules size)))
+    (multiple-value-bind (address errno)
+        (remap-memory (region-address region) (region-size region) new-size)
+      (unless address
+        (region-failure new-size errno))
+      (setf (region-address region) address
+            (region-size region) new-size))))
 
 (defun take-region (size)
   "A region of at least SIZE bytes: the kept one (grown if it is smaller),

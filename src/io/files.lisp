@@ -32,25 +32,21 @@
 ;;;; Interrupts: descriptors are taken and given back with interrupts
 ;;;; deferred (open + recording the descriptor, close + forgetting it,
 ;;;; rename + noting it, unlink), and so are the other short system calls
-;;;; (stat, readlink, fcntl, fchown, fchmod: SB-POSIX and SB-UNIX may call
-;;;; malloc there, which a non-local exit must not leave).  Interrupts are
-;;;; enabled only around the long parts: FN, fsync, waiting for a FIFO.  So
-;;;; an interrupt that leaves by a non-local exit (WITH-TIMEOUT,
-;;;; INTERRUPT-THREAD) never leaks a descriptor, never closes one twice,
-;;;; and never leaves a temporary file.
+;;;; (stat, readlink, fcntl, fchown, fchmod: SBCL's POSIX binding and its
+;;;; Unix interface may call malloc there, which a non-local exit must not
+;;;; leave).  Interrupts are enabled only around the long parts: FN, fsync,
+;;;; waiting for a FIFO.  So an interrupt that leaves by a non-local exit
+;;;; (WITH-TIMEOUT, INTERRUPT-THREAD) never leaks a descriptor, never closes
+;;;; one twice, and never leaves a temporary file.
+;;;;
+;;;; Every system call goes through the platform layer (src/platform/os.lisp),
+;;;; whose calls return an errno instead of signalling.
 
 (in-package #:binstore)
 
 (defconstant +max-symlinks+ 40
   "The longest chain of symbolic links followed to the file a store writes,
 as Linux's own limit for path lookup.")
-
-(defconstant +o-cloexec+ #+linux #o2000000 #-linux 0
-  "O_CLOEXEC, which SB-POSIX does not export: descriptors binstore opens are
-not inherited by programs started meanwhile (RUN-PROGRAM in another thread).")
-
-(defconstant +unchanged-id+ #xFFFFFFFF
-  "(uid_t) -1, the owner or group that fchown(2) leaves as it is.")
 
 (defconstant +temporary-name-octets+ 200
   "The longest part of a file's name, in UTF-8 octets, kept in its temporary
@@ -67,17 +63,17 @@ caller gave it) and whose message is CONTROL applied to ARGUMENTS."
 (defun errno-fail (place errno control &rest arguments)
   "Signal a BINSTORE-FILE-ERROR about PLACE: CONTROL applied to ARGUMENTS
 says what failed, followed by the system's text for ERRNO."
-  (file-fail place "~?: ~a" control arguments (sb-int:strerror errno)))
+  (file-fail place "~?: ~a" control arguments (errno-text errno)))
 
 (defun call-deferred (function)
-  "Call FUNCTION, a short system call through SB-POSIX, with interrupts
+  "Call FUNCTION, a short system call of the platform layer (which returns
+its value, or NIL and an errno, and never signals), with interrupts
 deferred (so that no non-local exit leaves it half done, inside malloc or
-with a result not yet recorded); return its value, or NIL and the errno of
-the SB-POSIX:SYSCALL-ERROR it signalled.  Nothing is signalled out of the
-deferred section."
+with a result not yet recorded); return its value, or NIL and the errno.
+Nothing is signalled out of the deferred section."
   (without-interrupts
-    (handler-case (values (funcall function) nil)
-      (sb-posix:syscall-error (e) (values nil (sb-posix:syscall-errno e))))))
+    (multiple-value-bind (value errno) (funcall function)
+      (if errno (values nil errno) (values value nil)))))
 
 (defun call-reporting-errors (place ignored-errnos function control &rest arguments)
   "Call FUNCTION with CALL-DEFERRED and return its value.  A system call
@@ -103,9 +99,7 @@ BINSTORE-FILE-ERROR."
       (file-fail place "is a wild pathname; a file place must name one file"))
     (unless (or (pathname-name path) (pathname-type path))
       (file-fail place "is a directory name, not a file name"))
-    (values (handler-case (coerce (sb-ext:native-namestring (translate-logical-pathname path)
-                                                            :as-file t)
-                                  'simple-string)
+    (values (handler-case (native-file-name (translate-logical-pathname path))
               (error () (file-fail place "cannot be turned into a native file name")))
             path)))
 
@@ -120,7 +114,8 @@ when it has none), and the name after it."
 (defstruct (file-status (:constructor make-file-status (mode uid gid size))
                         (:copier nil) (:predicate nil))
   "What binstore uses of stat(2)'s answer about a file.  A structure, not
-SB-POSIX's STAT, a CLOS instance whose first construction compiles code."
+SBCL's POSIX binding's STAT, a CLOS instance whose first construction
+compiles code."
   (mode 0 :type (unsigned-byte 32) :read-only t)
   (uid 0 :type (unsigned-byte 32) :read-only t)
   (gid 0 :type (unsigned-byte 32) :read-only t)
@@ -132,27 +127,16 @@ when FOLLOW, which follows a final symbolic link) or a descriptor
 \(fstat(2)); or NIL and the errno.  Runs with interrupts deferred and never
 signals."
   (without-interrupts
-    (multiple-value-bind (ok errno-or-dev ino mode nlink uid gid rdev size)
-        (cond ((integerp file) (sb-unix:unix-fstat file))
-              (follow (sb-unix:unix-stat file))
-              (t (sb-unix:unix-lstat file)))
-      (declare (ignore ino nlink rdev))
-      (if ok
-          (values (make-file-status mode uid gid size) nil)
-          (values nil errno-or-dev)))))
+    (multiple-value-bind (mode-or-nil uid-or-errno gid size)
+        (system-file-status file :follow follow)
+      (if mode-or-nil
+          (values (make-file-status mode-or-nil uid-or-errno gid size) nil)
+          (values nil uid-or-errno)))))
 
 (defun file-kind (status)
   "The kind of file the FILE-STATUS STATUS describes: :REGULAR, :DIRECTORY,
 :SYMLINK, :FIFO, :CHARACTER-DEVICE, :BLOCK-DEVICE, :SOCKET or :UNKNOWN."
-  (let ((type (logand (file-status-mode status) sb-posix:s-ifmt)))
-    (cond ((= type sb-posix:s-ifreg) :regular)
-          ((= type sb-posix:s-ifdir) :directory)
-          ((= type sb-posix:s-iflnk) :symlink)
-          ((= type sb-posix:s-ififo) :fifo)
-          ((= type sb-posix:s-ifchr) :character-device)
-          ((= type sb-posix:s-ifblk) :block-device)
-          ((= type sb-posix:s-ifsock) :socket)
-          (t :unknown))))
+  (file-mode-kind (file-status-mode status)))
 
 (defun kind-description (kind)
   "KIND (see FILE-KIND) in words, with its article."
@@ -176,13 +160,13 @@ looked at (a component that is not a directory, no permission), signals
 BINSTORE-FILE-ERROR about PLACE."
   (loop repeat (1+ +max-symlinks+)
         do (multiple-value-bind (stat errno) (file-status native)
-             (cond ((and (null stat) (eql errno sb-posix:enoent))
+             (cond ((and (null stat) (eql errno +enoent+))
                     (return-from resolve-file-target (values native nil)))
                    ((null stat)
                     (errno-fail place errno "cannot look at ~a" native))
                    ((eq (file-kind stat) :symlink)
                     (let ((link (multiple-value-bind (link errno)
-                                    (without-interrupts (sb-unix:unix-readlink native))
+                                    (without-interrupts (system-readlink native))
                                   (or link
                                       (errno-fail place errno
                                                   "cannot read the symbolic link ~a" native)))))
@@ -195,19 +179,14 @@ BINSTORE-FILE-ERROR about PLACE."
                    (t (return-from resolve-file-target (values native stat))))))
   (file-fail place "too many levels of symbolic links (more than ~d; a loop?)" +max-symlinks+))
 
-;;; Raw system calls for taking and giving back: they return an errno
-;;; instead of signalling, so they can run with interrupts deferred.
-
-(defun %open (native flags mode)
-  "open(2) NATIVE (retried on EINTR): the descriptor, or NIL and the errno."
-  (multiple-value-bind (fd errno) (sb-unix:unix-open native flags mode)
-    (if fd (values fd nil) (values nil errno))))
+;;; Taking and giving back descriptors.  The system calls (SYSTEM-OPEN,
+;;; SYSTEM-CLOSE, SYSTEM-RENAME, SYSTEM-UNLINK) return an errno instead of
+;;; signalling, so they can run with interrupts deferred.
 
 (defun %close (fd)
   "close(2) FD once (never retried: Linux frees the descriptor even when
 close fails): NIL, or the errno of a failure."
-  (multiple-value-bind (ok errno) (sb-unix:unix-close fd)
-    (if ok nil errno)))
+  (nth-value 1 (system-close fd)))
 
 (defun call-with-open-fd (native flags fn)
   "open(2) NATIVE with FLAGS and call FN with the descriptor, or with NIL
@@ -221,7 +200,7 @@ exactly once; FN runs with interrupts enabled."
       (unwind-protect
            (with-local-interrupts
              (let ((errno (without-interrupts
-                            (multiple-value-bind (new errno) (%open native flags 0)
+                            (multiple-value-bind (new errno) (system-open native flags 0)
                               (setf fd new)
                               errno))))
                (funcall fn fd errno)))
@@ -231,34 +210,27 @@ exactly once; FN runs with interrupts enabled."
 
 (defun %rename (from to)
   "rename(2) FROM to TO: NIL, or the errno of a failure."
-  (multiple-value-bind (ok errno) (sb-unix:unix-rename from to)
-    (if ok nil errno)))
+  (nth-value 1 (system-rename from to)))
 
 (defun %unlink (native)
   "unlink(2) NATIVE: NIL, or the errno of a failure."
-  (multiple-value-bind (ok errno) (sb-unix:unix-unlink native)
-    (if ok nil errno)))
+  (nth-value 1 (system-unlink native)))
 
 (defun clear-nonblocking (fd place native)
   "Make the descriptor FD, opened O_NONBLOCK so that opening could not
 block, block again for reads and writes."
   (call-reporting-errors
    place '()
-   (lambda ()
-     (let ((flags (sb-posix:fcntl fd sb-posix:f-getfl)))
-       (when (logtest flags sb-posix:o-nonblock)
-         (sb-posix:fcntl fd sb-posix:f-setfl (logandc2 flags sb-posix:o-nonblock)))))
+   (lambda () (clear-fd-nonblocking fd))
    "cannot set ~a to blocking mode" native))
 
 (defun sync-fd (fd place native &optional ignored-errnos)
   "fsync(2) FD, the open file NATIVE, with interrupts as they are (a sync
 can take long); a failure whose errno is not in IGNORED-ERRNOS signals
 BINSTORE-FILE-ERROR about PLACE."
-  (handler-case (sb-posix:fsync fd)
-    (sb-posix:syscall-error (e)
-      (let ((errno (sb-posix:syscall-errno e)))
-        (unless (member errno ignored-errnos)
-          (errno-fail place errno "cannot sync ~a to disk" native))))))
+  (multiple-value-bind (ok errno) (system-fsync fd)
+    (unless (or ok (member errno ignored-errnos))
+      (errno-fail place errno "cannot sync ~a to disk" native))))
 
 (defun sync-directory (directory place)
   "fsync(2) the directory DIRECTORY (a native name, \"\" for the current
@@ -269,11 +241,11 @@ alone; any other failure signals BINSTORE-FILE-ERROR about PLACE.  Safe
 against interrupts like the file output functions."
   (let ((directory (if (string= directory "") "." directory)))
     (call-with-open-fd
-     directory (logior sb-posix:o-rdonly sb-posix:o-directory +o-cloexec+)
+     directory (logior +o-rdonly+ +o-directory+ +o-cloexec+)
      (lambda (fd errno)
        (cond ((null errno)
-              (sync-fd fd place directory (list sb-posix:einval sb-posix:eopnotsupp)))
-             ((eql errno sb-posix:eacces))
+              (sync-fd fd place directory (list +einval+ +eopnotsupp+)))
+             ((eql errno +eacces+))
              (t (errno-fail place errno
                             "the file was replaced, but its directory ~a cannot be opened to sync it"
                             directory)))))))
@@ -291,11 +263,11 @@ file that will replace the file NAME there: NAME (cut to
 a counter and the clock, and .tmp.  Only probably unused: the caller
 creates it with O_EXCL and tries another on EEXIST."
   (let ((stem name))
-    (loop while (> (length (sb-ext:string-to-octets stem :external-format :utf-8))
+    (loop while (> (native-name-octets stem)
                    +temporary-name-octets+)
           do (setf stem (subseq stem 0 (floor (* 3 (length stem)) 4))))
     (coerce (format nil "~a~a.~36r~36r~36r.tmp" directory stem
-                    (sb-posix:getpid)
+                    (process-id)
                     (atomic-incf (car **temporary-counter**))
                     (mod (get-internal-real-time) (expt 36 4)))
             'simple-string)))
@@ -308,19 +280,18 @@ interrupts deferred."
   (loop repeat 100
         do (let ((temp (temporary-name directory name)))
              (multiple-value-bind (fd errno)
-                 (%open temp (logior sb-posix:o-wronly sb-posix:o-creat sb-posix:o-excl
-                                     sb-posix:o-nofollow +o-cloexec+)
-                        mode)
+                 (system-open temp (logior +o-wronly+ +o-creat+ +o-excl+ +o-nofollow+ +o-cloexec+)
+                              mode)
                (cond (fd (return-from %open-temporary (values fd temp nil)))
-                     ((/= errno sb-unix:eexist) (return-from %open-temporary (values nil nil errno))))))
-        finally (return (values nil nil sb-unix:eexist))))
+                     ((/= errno +eexist+) (return-from %open-temporary (values nil nil errno))))))
+        finally (return (values nil nil +eexist+))))
 
 (defun temporary-file-fail (place directory errno)
   "Signal the BINSTORE-FILE-ERROR about PLACE for a temporary file that could
 not be created in DIRECTORY with ERRNO; a directory that does not exist
 says so."
   (let ((shown (if (string= directory "") "." directory)))
-    (if (and (eql errno sb-posix:enoent) (null (file-status shown :follow t)))
+    (if (and (eql errno +enoent+) (null (file-status shown :follow t)))
         (file-fail place "cannot create a file in ~a: no such directory" shown)
         (errno-fail place errno "cannot create a temporary file in ~a" shown))))
 
@@ -347,8 +318,8 @@ Errors name PLACE (default TARGET): the place as the user gave it."
       (file-fail place "~a is a directory name, not a file name" target))
     (let* ((old (multiple-value-bind (stat errno) (file-status target)
                   (cond (stat stat)
-                        ((eql errno sb-posix:enoent) nil)
-                        ((eql errno sb-posix:enotdir)
+                        ((eql errno +enoent+) nil)
+                        ((eql errno +enotdir+)
                          (file-fail place "cannot create a file in ~a: not a directory" directory))
                         (t (errno-fail place errno "cannot look at ~a" target)))))
            (kind (and old (file-kind old)))
@@ -372,18 +343,17 @@ Errors name PLACE (default TARGET): the place as the user gave it."
                (when old
                  ;; owner first: fchown may clear the set-id bits fchmod sets.
                  ;; Not root: the owner cannot be given away, the group may.
-                 (unless (call-reporting-errors place (list sb-posix:eperm)
+                 (unless (call-reporting-errors place (list +eperm+)
                                                 (lambda ()
-                                                  (sb-posix:fchown fd (file-status-uid old)
-                                                                   (file-status-gid old))
-                                                  t)
+                                                  (system-fchown fd (file-status-uid old)
+                                                                 (file-status-gid old)))
                                                 "cannot give ~a the owner of ~a" temp target)
-                   (call-reporting-errors place (list sb-posix:eperm)
+                   (call-reporting-errors place (list +eperm+)
                                           (lambda ()
-                                            (sb-posix:fchown fd +unchanged-id+ (file-status-gid old)))
+                                            (system-fchown fd nil (file-status-gid old)))
                                           "cannot give ~a the group of ~a" temp target))
                  (call-reporting-errors place '()
-                                        (lambda () (sb-posix:fchmod fd (logand #o7777 (file-status-mode old))))
+                                        (lambda () (system-fchmod fd (logand #o7777 (file-status-mode old))))
                                         "cannot give ~a the permissions of ~a" temp target))
                (multiple-value-prog1 (funcall fn fd)
                  (sync-fd fd place temp)
@@ -411,9 +381,8 @@ Errors name PLACE (default TARGET): the place as the user gave it."
   "Open the FIFO or character device NATIVE for writing, without blocking,
 creating or truncating: the descriptor, or NIL and the errno (ENXIO for a
 FIFO no reader has open)."
-  (%open native (logior sb-posix:o-wronly sb-posix:o-nonblock sb-posix:o-noctty
-                        sb-posix:o-nofollow +o-cloexec+)
-         0))
+  (system-open native (logior +o-wronly+ +o-nonblock+ +o-noctty+ +o-nofollow+ +o-cloexec+)
+               0))
 
 (defun call-with-device-output (target kind fn &key (place target))
   "Write through to TARGET, an existing FIFO or character device (KIND,
@@ -436,7 +405,7 @@ BINSTORE-FILE-ERROR naming PLACE (default TARGET)."
                                 (setf fd new)
                                 errno))))
                  (cond ((null errno) (return))
-                       ((and (eql errno sb-posix:enxio) (eq kind :fifo))
+                       ((and (eql errno +enxio+) (eq kind :fifo))
                         (sleep delay)
                         (setf delay (min 0.05 (* 2 delay))))
                        (t (errno-fail place errno "cannot open ~a for writing" target)))))
@@ -447,7 +416,7 @@ BINSTORE-FILE-ERROR naming PLACE (default TARGET)."
                             target (kind-description now))))
              (clear-nonblocking fd place target)
              (multiple-value-prog1 (funcall fn fd)
-               (sync-fd fd place target (list sb-posix:einval sb-posix:eopnotsupp))
+               (sync-fd fd place target (list +einval+ +eopnotsupp+))
                (let ((errno (without-interrupts
                               (prog1 (%close fd) (setf fd nil)))))
                  (when errno
@@ -497,7 +466,7 @@ cannot be opened, a directory, and a wild pathname signal
 BINSTORE-FILE-ERROR with PLACE as FILE-ERROR-PATHNAME."
   (let ((native (place-native-namestring place)))
     (call-with-open-fd
-     native (logior sb-posix:o-rdonly sb-posix:o-nonblock sb-posix:o-noctty +o-cloexec+)
+     native (logior +o-rdonly+ +o-nonblock+ +o-noctty+ +o-cloexec+)
      (lambda (fd errno)
        (when errno
          (errno-fail place errno "cannot open for reading"))
@@ -506,6 +475,6 @@ BINSTORE-FILE-ERROR with PLACE as FILE-ERROR-PATHNAME."
               (kind (file-kind status)))
          (case kind
            (:directory (file-fail place "is a directory"))
-           (:fifo (sb-sys:wait-until-fd-usable fd :input nil nil)))
+           (:fifo (wait-until-readable fd)))
          (clear-nonblocking fd place native)
          (funcall fn fd (if (eq kind :regular) (file-status-size status) 0)))))))

@@ -236,10 +236,10 @@ caller may keep it on the stack."
 (defun regular-file-stream-p (stream)
   "True when STREAM reads a regular file, which can be read ahead and
 seeked back: a pipe or a socket would block reading ahead."
-  (and (typep stream 'sb-sys:fd-stream)
-       (multiple-value-bind (ok device inode mode) (sb-unix:unix-fstat (sb-sys:fd-stream-fd stream))
-         (declare (ignore device inode))
-         (and ok (= (logand mode sb-unix:s-ifmt) sb-unix:s-ifreg)))))
+  (let ((fd (stream-file-descriptor stream)))
+    (and fd
+         (let ((mode (system-file-status fd)))
+           (and mode (eq (file-mode-kind mode) :regular))))))
 
 (defstruct (stream-source (:constructor make-stream-source (stream buffer greedy &optional fd)))
   stream
@@ -258,13 +258,13 @@ into the RESTORE-ERROR a failed read signals."
       (declare (type index pos))
       (loop while (< pos end)
             do (multiple-value-bind (n errno)
-                   (sb-unix:unix-read fd (pointer+ (vector-pointer buffer) pos) (- end pos))
+                   (system-read fd (pointer+ (vector-pointer buffer) pos) (- end pos))
                  (cond ((and n (zerop n)) (return))
                        (n (incf pos n))
-                       ((eql errno sb-unix:eintr))
+                       ((eql errno +eintr+))
                        (t (error 'restore-error
                                  :offset offset
-                                 :message (format nil "read failed: ~a" (sb-int:strerror errno)))))))
+                                 :message (format nil "read failed: ~a" (errno-text errno)))))))
       pos)))
 
 (defun stream-refill (ib n)

@@ -166,7 +166,7 @@ caller); return the offset after it."
 
 (defun move-window-bytes (ob from to count)
   "Move COUNT bytes of the window from offset FROM to offset TO (the ranges
-may overlap; both lie within the window's capacity).  SB-SYS:MEMMOVE, as in
+may overlap; both lie within the window's capacity).  MOVE-MEMORY, as in
 COPY-MEMORY: memmove goes backwards where the ranges overlap that way."
   (declare (type obuf ob) (type index from to count))
   (assert (<= (+ (max from to) count) (obuf-capacity ob)))
@@ -193,13 +193,16 @@ inline is boxed, 16 bytes of garbage for every payload written."
 ;;; Foreign memory for staging buffers.
 
 (defun malloc-octets (n)
-  (let ((sap (sb-alien:alien-sap (sb-alien:make-alien (sb-alien:unsigned 8) (max n 1)))))
-    (when (zerop (pointer-address sap))
+  "The address of N bytes of foreign memory (SYSTEM-MALLOC); STORE-ERROR
+when there are none to be had."
+  (let ((address (system-malloc n)))
+    (when (zerop address)
       (error 'store-error :message (format nil "cannot allocate ~d bytes" n)))
-    (pointer-address sap)))
+    address))
 
 (defun free-octets (address)
-  (sb-alien:free-alien (sb-alien:sap-alien (address-pointer address) (* (sb-alien:unsigned 8)))))
+  "Give back the memory at ADDRESS, from MALLOC-OCTETS."
+  (system-free address))
 
 ;;; ------------------------------------------------------------------
 ;;; Sink: a fixed region of memory (store-to-sap, or a pinned octet vector).
@@ -273,13 +276,13 @@ its caller may keep it on the stack."
   "write(2) COUNT bytes at ADDRESS to FD, retrying short writes."
   (loop while (> count 0)
         do (multiple-value-bind (written errno)
-               (sb-unix:unix-write fd (address-pointer address) 0 count)
+               (system-write fd (address-pointer address) count)
              (cond ((and written (> written 0))
                     (incf address written) (decf count written))
-                   ((eql errno sb-unix:eintr))
+                   ((eql errno +eintr+))
                    (t (error 'store-error
                              :message (format nil "write failed: ~a"
-                                              (sb-int:strerror errno))))))))
+                                              (errno-text errno))))))))
 
 (defun fd-room (ob n)
   (declare (ignore n))

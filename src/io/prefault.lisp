@@ -56,14 +56,6 @@
   "Ranges shorter than this are left to fault in as they are written: the
 system calls would cost more than they save.")
 
-(defconstant +page-bytes+ 4096
-  "The page size assumed: x86-64's.  Where pages are larger, mincore refuses
-the unaligned addresses and nothing is done.")
-
-(defconstant +huge-page-bytes+ (* 2 1024 1024)
-  "The size of a transparent huge page on x86-64: what one entry of the
-level above the page table maps.")
-
 (declaim (inline boundary-above boundary-at-or-above))
 (defun boundary-above (address)
   "The first 2 MiB boundary above ADDRESS: the end of the chunk holding it."
@@ -86,71 +78,22 @@ transparent huge pages, on Linux 6.1 or later where huge pages are not set
 to never.  It only does so for whole aligned 2 MiB none of which is mapped
 yet, and sets nothing on the mapping; NIL keeps to 4 KiB pages.")
 
-#+linux
-(define-global **populate-write-works** t
-  "NIL once madvise has refused MADV_POPULATE_WRITE (a kernel before 5.14).")
+(define-global **populate-write-works** (memory-population-supported-p)
+  "NIL once madvise has refused MADV_POPULATE_WRITE (a kernel before 5.14),
+or from the start where the system has no such call.")
 
-#+linux
 (define-global **huge-pages-work** :unknown
   "Whether MADV_COLLAPSE makes huge pages here: :UNKNOWN until
 HUGE-PAGES-P has probed it, then T or NIL.")
 
-(defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
-(defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
-
-;;; The system calls themselves.  Nothing calls them but through
-;;; *MEMORY-KERNEL*, below.
-
-#+linux
-(defun system-unmapped-pages (start pages)
-  "How many of the PAGES pages (at most +PREFAULT-CHUNK-PAGES+) from the page
-address START are not mapped in, according to mincore; NIL if it refuses."
-  (declare (type word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
-  (sb-alien:with-alien ((flags (array (sb-alien:unsigned 8) #.+prefault-chunk-pages+)))
-    (when (zerop (sb-alien:alien-funcall
-                  (sb-alien:extern-alien "mincore"
-                                         (function sb-alien:int sb-alien:unsigned-long
-                                                   sb-alien:unsigned-long
-                                                   (* (array (sb-alien:unsigned 8)
-                                                             #.+prefault-chunk-pages+))))
-                  start (* pages +page-bytes+) (sb-alien:addr flags)))
-      (loop for i below pages
-            count (not (logbitp 0 (sb-alien:deref flags i)))))))
-
-#+linux
-(defun madvise (start bytes advice)
-  "madvise(START, BYTES, ADVICE): 0, or the errno of its failure."
-  (declare (type word start bytes) (type fixnum advice))
-  (if (zerop (sb-alien:alien-funcall
-              (sb-alien:extern-alien "madvise"
-                                     (function sb-alien:int sb-alien:unsigned-long
-                                               sb-alien:unsigned-long sb-alien:int))
-              start bytes advice))
-      0
-      (sb-alien:get-errno)))
-
-#+linux
-(defun system-populate (start bytes)
-  "madvise(START, BYTES, MADV_POPULATE_WRITE): 0, or the errno of its failure."
-  (declare (type word start bytes))
-  (madvise start bytes +madv-populate-write+))
-
-#+linux
-(defun system-collapse (start bytes)
-  "madvise(START, BYTES, MADV_COLLAPSE): 0, or the errno of its failure."
-  (declare (type word start bytes))
-  (madvise start bytes +madv-collapse+))
-
-#+linux
-(defun system-microseconds ()
-  "Microseconds on CLOCK_MONOTONIC.  Not GET-INTERNAL-REAL-TIME: in this SBCL
-it reads the coarse clock, which advances by 4 ms at a time."
-  (multiple-value-bind (seconds nanoseconds) (sb-unix::clock-gettime 1) ; CLOCK_MONOTONIC
-    (+ (* seconds 1000000) (floor nanoseconds 1000))))
+;;; The system calls themselves are the platform's (src/platform/os.lisp):
+;;; SYSTEM-UNMAPPED-PAGES, SYSTEM-POPULATE, SYSTEM-COLLAPSE and
+;;; SYSTEM-MICROSECONDS.  Nothing calls them but through *MEMORY-KERNEL*,
+;;; below.  Where the system lacks them (not Linux) they refuse, and
+;;; prefaulting is off from the start.
 
 ;;; The seam (see the top of this file).
 
-#+linux
 (defstruct (memory-kernel (:copier nil) (:predicate nil))
   "The calls PREFAULT makes to the kernel for memory it is about to fill, as
 functions; each slot defaults to the real system call.  Addresses are
@@ -174,15 +117,12 @@ read before and after each COLLAPSE to tell a slow one (TRY-HUGE-PAGE)."
   (collapse #'system-collapse :type function :read-only t)
   (microseconds #'system-microseconds :type function :read-only t))
 
-#+linux
 (declaim (type memory-kernel *memory-kernel*))
-#+linux
 (defvar *memory-kernel* (make-memory-kernel)
   "The MEMORY-KERNEL every call of PREFAULT (and of the probe behind
 HUGE-PAGES-P) goes through: the real system calls.  Bound to another only
 by tests, to a simulated kernel; a binding holds in its own thread only.")
 
-#+linux
 (defun unmapped-pages (start pages)
   "How many of the PAGES pages (at most +PREFAULT-CHUNK-PAGES+, in one
 aligned 2 MiB chunk) from the page address START are not mapped in; NIL if
@@ -190,18 +130,16 @@ the kernel does not tell (*MEMORY-KERNEL*)."
   (declare (type word start) (type (integer 1 #.+prefault-chunk-pages+) pages))
   (funcall (memory-kernel-unmapped-pages *memory-kernel*) start pages))
 
-#+linux
 (defun populate (start bytes)
   "Map in the pages of the BYTES bytes from the page address START
 (MADV_POPULATE_WRITE, through *MEMORY-KERNEL*); true if it did.  A refusal
 as unknown turns it off."
   (declare (type word start bytes))
   (let ((errno (funcall (memory-kernel-populate *memory-kernel*) start bytes)))
-    (when (eql errno sb-posix:einval)
+    (when (eql errno +einval+)
       (setf **populate-write-works** nil))
     (eql errno 0)))
 
-#+linux
 (defun make-huge-page (start)
   "Make the unmapped 2 MiB at the aligned address START one huge page:
 populate its first page (a collapse needs a page table there), then
@@ -211,52 +149,35 @@ reads as before (zeros)."
   (and (populate start +page-bytes+)
        (eql 0 (funcall (memory-kernel-collapse *memory-kernel*) start +huge-page-bytes+))))
 
-#+linux
-(defun thp-never-p ()
-  "Whether the administrator has turned transparent huge pages off (or the
-kernel has none: no file to tell)."
-  (let ((setting (ignore-errors
-                  (with-open-file (in "/sys/kernel/mm/transparent_hugepage/enabled")
-                    (read-line in nil)))))
-    (or (null setting) (search "[never]" setting))))
-
-#+linux
 (defun probe-huge-pages ()
   "Try MADV_COLLAPSE on an aligned 2 MiB of a private mapping of its own:
 whether the kernel has it and makes huge pages here."
   (unless (thp-never-p)
     (let* ((size (* 2 +huge-page-bytes+))
-           (sap (handler-case
-                    (sb-posix:mmap nil size (logior sb-posix:prot-read sb-posix:prot-write)
-                                   (logior sb-posix:map-private sb-posix:map-anon) -1 0)
-                  (sb-posix:syscall-error () nil))))
-      (when sap
+           (address (map-memory size)))
+      (when address
         (unwind-protect
-             (let ((start (boundary-at-or-above (pointer-address sap))))
+             (let ((start (boundary-at-or-above address)))
                (and **populate-write-works**
                     (make-huge-page start)
                     (= 0 (unmapped-pages start +prefault-chunk-pages+))))
-          (sb-posix:munmap sap size))))))
+          (unmap-memory address size))))))
 
 (defun huge-pages-p ()
   "Whether PREFAULT may make huge pages now: *HUGE-PAGES* and the probe,
 made once, agree."
-  #+linux
   (and *huge-pages*
        (let ((known **huge-pages-work**))
          (if (eq known :unknown)
              (setf **huge-pages-work** (and (probe-huge-pages) t))
-             known)))
-  #-linux nil)
+             known))))
 
 (defconstant +slow-collapse-microseconds+ 1000
   "A collapse taking longer than this cost more than mapping its 512 small
 pages would have (740–840 µs): the kernel had to compact memory, or the
 host to fault the block in, and the next ones are likely to cost as much.")
 
-#+linux
 (declaim (inline monotonic-microseconds))
-#+linux
 (defun monotonic-microseconds ()
   "Microseconds on a monotonic clock (CLOCK_MONOTONIC, through
 *MEMORY-KERNEL*), to time a collapse."
@@ -270,18 +191,15 @@ that follows a fast one.")
   "The most whole chunks mapped in small pages between two tries of a
 collapse, after slow ones: 128 MiB.")
 
-#+linux
 (define-global **small-chunks-to-go** 0
   "Whole chunks still to map in small pages before the next collapse is
 tried (threads may race on this and the next: they only pace the tries).")
 
-#+linux
 (define-global **next-huge-page-pause** +shortest-huge-page-pause+
   "The chunks to map in small pages after the next slow or failed collapse:
 +SHORTEST-HUGE-PAGE-PAUSE+ after a fast one, doubling with each slow one up
 to +LONGEST-HUGE-PAGE-PAUSE+.")
 
-#+linux
 (defun try-huge-page (start)
   "MAKE-HUGE-PAGE at START, unless chunks are still to go in small pages
 after a collapse that failed or was slow; true if it made one.  A collapse
@@ -305,7 +223,6 @@ chunks, and each slow one after it for twice as many as the one before."
                       **next-huge-page-pause** (min +longest-huge-page-pause+ (* 2 pause)))))
           made))))
 
-#+linux
 (defun populate-chunk (start pages huge)
   "Populate the PAGES pages from the page address START when at least a
 quarter of them are not mapped; when HUGE (they are a whole aligned huge
@@ -326,7 +243,6 @@ a whole aligned 2 MiB at most a quarter mapped as a huge page where
 HUGE-PAGES-P; nothing for a range shorter than +PREFAULT-BYTES+.  Returns
 nothing."
   (declare (type word address) (type index count))
-  #+linux
   (when (and (>= count +prefault-bytes+) **populate-write-works**)
     (let ((page (logandc2 (+ address (1- +page-bytes+)) (1- +page-bytes+)))
           (end (logandc2 (+ address count) (1- +page-bytes+)))
@@ -336,7 +252,6 @@ nothing."
                       (pages (floor (- next page) +page-bytes+)))
                  (populate-chunk page pages (and huge (= pages +prefault-chunk-pages+)))
                  (setf page next)))))
-  #-linux (declare (ignore address count))
   (values))
 
 (declaim (inline prefault-vector))
@@ -347,7 +262,5 @@ Inline: for the many small vectors the first test is all it costs."
   (declare (type simple-array vector) (type index bytes))
   (when (>= bytes +prefault-bytes+)
     (with-pinned-objects (vector)
-      (prefault (+ (logandc2 (sb-kernel:get-lisp-obj-address vector) sb-vm:lowtag-mask)
-                   (* sb-vm:vector-data-offset +word-bytes+))
-                bytes)))
+      (prefault (array-data-address vector) bytes)))
   (values))

@@ -8,7 +8,7 @@
 ;;;; time: 6 ms where the copies alone take 1.  The restore therefore keeps
 ;;;; a runway mapped ahead of each of the thread's two allocation points,
 ;;;; by PREFAULT.  It counts the bytes of the small objects it makes (those
-;;;; under SB-VM:LARGE-OBJECT-SIZE, 128 KiB: SBCL makes them at the points)
+;;;; under SBCL's large-object size, 128 KiB: SBCL makes them at the points)
 ;;;; and, from the first +PREFAULT-BYTES+ on (a small restore pays nothing),
 ;;;; looks at both points every +LOOK-BYTES+, before the object that passes
 ;;;; that count is made: a point that has moved and comes nearer the end of
@@ -44,37 +44,8 @@
 (defconstant +runway-bytes+ (* 512 1024)
   "The most a runway reaches beyond what the allocation about to be made needs.")
 
-;;; The allocation points live in the thread structure, in slots SBCL's
-;;; own allocation sequence reads; without them (another SBCL) there is no
-;;; runway.
-(eval-when (:compile-toplevel :load-toplevel :execute)
-  (defun allocation-points-known-p ()
-    "Whether this SBCL has the thread slots ALLOCATION-POINT reads."
-    (if (and (find-symbol "THREAD-CONS-TLAB-SLOT" "SB-VM")
-             (find-symbol "THREAD-MIXED-TLAB-SLOT" "SB-VM")
-             (find-symbol "CURRENT-THREAD-OFFSET-SAP" "SB-VM"))
-        '(:and)
-        '(:or))))
-
-(declaim (inline allocation-point))
-(defun allocation-point (conses)
-  "The address at which this thread allocates its next cons (CONSES true) or
-its next other small object; 0 when that is not known: the region is closed
-(just after a collection) or this SBCL does not tell."
-  #+#.(binstore::allocation-points-known-p)
-  (let ((point (ldb (byte 62 0)           ; a fixnum: user addresses are shorter
-                    (pointer-address
-                     (if conses
-                         (sb-vm::current-thread-offset-sap sb-vm::thread-cons-tlab-slot)
-                         (sb-vm::current-thread-offset-sap sb-vm::thread-mixed-tlab-slot))))))
-    ;; a closed region points below the heap
-    (if (< point sb-vm:dynamic-space-start) 0 point))
-  #-#.(binstore::allocation-points-known-p)
-  (progn conses 0))
-
-(defun heap-end ()
-  "The address just past SBCL's dynamic space, where runways stop."
-  (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
+;;; The allocation points (ALLOCATION-POINT) and the end of the heap
+;;; (HEAP-END) are the platform's: src/platform/runtime.lisp.
 
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
