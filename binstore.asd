@@ -90,6 +90,8 @@ for other systems' files."
                  (:file "utf8" :depends-on ("copy"))
                  (:file "output" :depends-on ("copy" "staging"))
                  (:file "input" :depends-on ("copy" "staging" "prefault"))
+                 (:file "sinks" :depends-on ("output" "staging"))
+                 (:file "sources" :depends-on ("input" "staging"))
                  (:file "files")))
    (:module "state"
     :pathname "src/core"
@@ -158,7 +160,8 @@ for other systems' files."
                (:file "grammar" :depends-on ("compare" "generator" "random"))
                (:file "defaults" :depends-on ("compare" "places"))
                (:file "run" :depends-on ("package"))
-               (:file "readme" :depends-on ("package")))
+               (:file "readme" :depends-on ("package"))
+               (:file "sinks" :depends-on ("compare")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))

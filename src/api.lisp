@@ -204,7 +204,10 @@ PLACE is
   link is followed, a FIFO or character device is written through.  Returns
   the pathname.  BINSTORE-FILE-ERROR when the file cannot be written;
 - a binary output stream: the record is written at its position and the
-  stream is returned.
+  stream is returned;
+- a byte sink (BYTE-SINK: a filter such as a compressor, or an
+  OCTETS-SINK): the record is given to it block by block (SINK-WRITE), then
+  SINK-FINISH's value is returned.
 
 With AS-SEPARATE-OBJECTS, DATA is a proper list whose elements are stored
 one after the other in the record (sharing identity); RESTORE returns them
@@ -241,9 +244,12 @@ STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR or STORE-ERROR."
                     (check-binary-stream place :output)
                     (call-with-stream-obuf place limit #'encode-to)
                     place)
+                   ((typep place 'byte-sink)
+                    (call-with-byte-sink-obuf place limit #'encode-to))
                    (t (error 'store-error
                              :message (format nil "cannot store to ~a: expected NIL, an octet ~
-                                                   vector, a file name or a binary output stream"
+                                                   vector, a file name, a binary output stream ~
+                                                   or a byte sink"
                                               (brief place)))))))
       (declare (dynamic-extent #'store-under))
       (call-with-write-limit max-to-write options #'store-under))))
@@ -325,13 +331,17 @@ or EOF-VALUE (or END-OF-DATA) when there is none."
 window of 64 KiB (8 MB of doubles from a file: 1.95 -> 1.4 ms).")
 
 (defun call-with-file-ibuf (place limit fn)
-  "Call FN with an IBUF reading the file PLACE's descriptor directly (see
-CALL-WITH-STREAM-IBUF), through a window as large as the file, up to
-+FILE-WINDOW-BYTES+."
+  "Call FN with an IBUF reading the file PLACE's descriptor with read(2),
+through a window as large as the file, up to +FILE-WINDOW-BYTES+: one copy
+of every byte, where a Lisp stream makes two (into its own buffer, then into
+the window; 8 MB: 1.0 ms against 0.35)."
   (call-with-file-input
    place
    (lambda (fd size)
-     (call-with-stream-ibuf nil limit fn fd (max 4096 (min +file-window-bytes+ size))))))
+     (let ((source (make-fd-source fd t)))
+       (declare (dynamic-extent source))
+       (call-with-byte-source-ibuf source limit fn
+                                   :size (max 4096 (min +file-window-bytes+ size)))))))
 
 (defun call-with-input-stream-ibuf (stream limit fn)
   "Call FN with an IBUF reading STREAM.  What was read ahead of the data
@@ -342,7 +352,9 @@ FN used is put back where the stream can seek."
              (when (plusp (available ib))
                (file-position stream (- (file-position stream) (available ib)))))))
     (declare (dynamic-extent #'call-and-put-back))
-    (call-with-stream-ibuf stream limit #'call-and-put-back)))
+    (let ((source (make-stream-source stream)))
+      (declare (dynamic-extent source))
+      (call-with-byte-source-ibuf source limit #'call-and-put-back))))
 
 (defun call-with-place-ibuf (place limit fn)
   "Call FN with an IBUF reading PLACE, any place RESTORE takes."
@@ -357,18 +369,23 @@ FN used is put back where the stream can seek."
          (call-with-file-ibuf place limit fn))
         ((and (streamp place) (input-stream-p place))
          (call-with-input-stream-ibuf place limit fn))
+        ((typep place 'byte-source)
+         (call-with-byte-source-ibuf place limit fn))
         (t (error 'restore-error
                   :message (format nil "cannot restore from ~a: expected an octet vector, ~
-                                        a file name or a binary input stream" (brief place))))))
+                                        a file name, a binary input stream or a byte source"
+                                   (brief place))))))
 
 (defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
                            (intern-symbols *intern-symbols*)
                            (require-header *require-header*)
                            (eof-error-p t) eof-value)
   "Restore the record at the start of PLACE: an octet vector (up to its fill
-pointer), a string or pathname naming a file, or a binary input stream
+pointer), a string or pathname naming a file, a binary input stream
 \(from its position, which is left just after the record, so that each
-RESTORE reads what one STORE wrote).  Returns the stored object, or one
+RESTORE reads what one STORE wrote), or a byte source (BYTE-SOURCE: a
+filter such as a decompressor; a greedy one may have been read past the
+record).  Returns the stored object, or one
 value per object of a record stored with AS-SEPARATE-OBJECTS (at most
 +MAX-VALUES+; more signal RESTORE-LIMIT-EXCEEDED: read them with
 MAP-STORED-OBJECTS).  Bytes after the record are not read.

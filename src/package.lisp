@@ -19,6 +19,14 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:+max-values+
    ;; Reading the bytes
    #:explain
+   ;; Byte sinks and sources: places that take or give bytes in blocks,
+   ;; and the filters that wrap them
+   #:byte-sink #:sink-write #:sink-finish #:sink-abort
+   #:make-octets-sink #:octets-sink #:octets-sink-vector
+   #:filter-sink #:filter-sink-inner
+   #:byte-source #:source-read #:source-greedy-p
+   #:make-octets-source #:octets-source
+   #:filter-source #:filter-source-inner
    ;; Defaults, each overridable per call by the keyword of the same name
    #:*track-references*
    #:*support-shared-list-structures*

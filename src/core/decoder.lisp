@@ -148,6 +148,8 @@ window: what a NOT-BINSTORE-DATA message shows."
           collect (mem-u8 (ibuf-sap ib) (+ (ibuf-pos ib) i)))))
 
 (defun not-binstore-data (ib message)
+  "Signal NOT-BINSTORE-DATA at IB's position, with MESSAGE saying what the
+input begins with instead of binstore's header."
   (error 'not-binstore-data
          :offset (ibuf-offset ib) :message message
          :expected (format nil "binstore's header, #x24 \"BST\" and a version (data stored ~

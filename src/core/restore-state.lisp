@@ -358,7 +358,7 @@ Inline: between looks it costs an addition and a comparison."
 (declaim (inline charge))
 (defun charge (rs bytes &optional conses)
   "Count BYTES of memory about to be allocated (conses when CONSES) against
-max-to-read.  For an object under SB-VM:LARGE-OBJECT-SIZE, which SBCL makes
+max-to-read.  For an object under +LARGE-OBJECT-BYTES+, which SBCL makes
 at the thread's allocation point, keep the heap's pages ahead mapped
 (KEEP-RUNWAYS); a larger one gets pages of its own, which PREFAULT-VECTOR
 maps where they land."

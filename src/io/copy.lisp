@@ -36,8 +36,8 @@ inline is boxed."
 (defun copy-memory (from to count)
   "Copy COUNT bytes from the address FROM to the address TO, which do not
 overlap (both ranges checked by the caller): with one memmove, or in pieces
-where one would be slow (see above).  Inline, as SB-SYS:MEMMOVE is, so that
-neither address is boxed (SB-KERNEL:SYSTEM-AREA-UB8-COPY, a full call, boxed
+where one would be slow (see above).  Inline, as MOVE-MEMORY is, so that
+neither address is boxed (SBCL's SYSTEM-AREA-UB8-COPY, a full call, boxed
 both: 32 bytes of garbage a copy)."
   (declare (type pointer from to) (type index count))
   (if (and (> count +copy-piece-bytes+)

@@ -7,7 +7,7 @@
 ;;;; LIMIT-EXCEEDED.  Nothing past END is ever touched.
 ;;;;
 ;;;; Sources: a fixed region (an octet vector pinned by the caller, or raw
-;;;; memory) and any binary input stream (through a pinned staging vector).
+;;;; memory), here; any byte source, through a staging vector (sources.lisp).
 
 (in-package #:binstore)
 
@@ -225,81 +225,3 @@ caller may keep it on the stack."
   (let ((cut (and limit (> size limit))))
     (%make-ibuf :base address :end (if cut limit size) :size size
                 :limit limit :cut-by-limit cut)))
-
-;;; ------------------------------------------------------------------
-;;; Source: a binary input stream, staged through a pinned vector.  File
-;;; streams are read greedily in large blocks; other streams (pipes,
-;;; sockets) are read only as far as the decoder needs, so restoring one
-;;; object never blocks waiting for bytes that belong to the next.
-
-(declaim (inline make-stream-source))  ; kept on the stack by CALL-WITH-STREAM-IBUF
-(defun regular-file-stream-p (stream)
-  "True when STREAM reads a regular file, which can be read ahead and
-seeked back: a pipe or a socket would block reading ahead."
-  (let ((fd (stream-file-descriptor stream)))
-    (and fd
-         (let ((mode (system-file-status fd)))
-           (and mode (eq (file-mode-kind mode) :regular))))))
-
-(defstruct (stream-source (:constructor make-stream-source (stream buffer greedy &optional fd)))
-  stream
-  (buffer nil :type (simple-array (unsigned-byte 8) (*)))
-  greedy
-  (fd nil :type (or null fixnum)))      ; read with read(2) instead of STREAM
-
-(defun read-fd-into (fd buffer start end offset)
-  "read(2) from FD into BUFFER from START until END or the end of the file;
-return the new end of the data.  OFFSET, the input offset of START, goes
-into the RESTORE-ERROR a failed read signals."
-  (declare (type fixnum fd) (type (simple-array (unsigned-byte 8) (*)) buffer)
-           (type index start end))
-  (with-pinned-objects (buffer)
-    (let ((pos start))
-      (declare (type index pos))
-      (loop while (< pos end)
-            do (multiple-value-bind (n errno)
-                   (system-read fd (pointer+ (vector-pointer buffer) pos) (- end pos))
-                 (cond ((and n (zerop n)) (return))
-                       (n (incf pos n))
-                       ((eql errno +eintr+))
-                       (t (error 'restore-error
-                                 :offset offset
-                                 :message (format nil "read failed: ~a" (errno-text errno)))))))
-      pos)))
-
-(defun stream-refill (ib n)
-  (let* ((src (ibuf-source ib))
-         (buffer (stream-source-buffer src))
-         (keep (available ib)))
-    ;; move the unread tail to the front
-    (replace buffer buffer :start2 (ibuf-pos ib) :end2 (ibuf-end ib))
-    (incf (ibuf-consumed ib) (ibuf-pos ib))
-    (setf (ibuf-pos ib) 0 (ibuf-end ib) keep)
-    (let* ((limit (ibuf-limit ib))
-           (allowed (if limit (- limit (ibuf-consumed ib)) most-positive-fixnum))
-           (want (if (stream-source-greedy src) (length buffer) n))
-           (end (min want (length buffer) (max keep allowed))))
-      (when (< keep end)
-        (setf (ibuf-end ib)
-              (if (stream-source-fd src)
-                  (read-fd-into (stream-source-fd src) buffer keep end (ibuf-offset ib))
-                  (read-sequence buffer (stream-source-stream src) :start keep :end end))))
-      (when (and (< (ibuf-end ib) n) (<= allowed (ibuf-end ib)))
-        ;; we stopped because of the limit: is there more data?
-        (setf (ibuf-cut-by-limit ib) t)))))
-
-(defun call-with-stream-ibuf (stream limit fn &optional fd (size +stream-buffer-size+))
-  "Call FN with an IBUF reading STREAM through a window of at least SIZE
-bytes; or, given FD (the file descriptor of the file STREAM has just
-opened, nothing read from it yet), reading FD with read(2): one copy of
-every byte, where a Lisp stream makes two (into its own buffer, then into
-the window; 8 MB: 1.0 ms against 0.35)."
-  (let ((buffer (take-staging size)))
-    (unwind-protect
-         (with-pinned-objects (buffer)
-           (let* ((source (make-stream-source stream buffer (or fd (regular-file-stream-p stream)) fd))
-                  (ib (%make-ibuf :base (pointer-address (vector-pointer buffer))
-                                  :limit limit :refill-fn #'stream-refill :source source)))
-             (declare (dynamic-extent source ib)) ; FN is given IB for its extent only
-             (funcall fn ib)))
-      (give-back-staging buffer))))

@@ -1,11 +1,13 @@
-;;;; Output buffer and sinks.
+;;;; Output buffer, and the sink of raw memory.
 ;;;;
 ;;;; An OBUF is a window of raw memory [base, base+end) that the encoder writes
 ;;;; into with sap-ref; POS is the next free byte.  The fast path of every write
 ;;;; is one comparison against END.  When the window is full, MAKE-ROOM calls
 ;;;; the sink's ROOM-FN, which hands the filled bytes to their destination and
 ;;;; opens a new window (or grows, or signals OUT-OF-SPACE).  Sinks know nothing
-;;;; of Lisp types.
+;;;; of Lisp types.  The sinks of memory places are here (raw memory),
+;;;; region.lisp (the output region) and api.lisp (octet vectors); any other
+;;;; destination is a byte sink (sinks.lisp).
 ;;;;
 ;;;; MAX-TO-WRITE is enforced without a per-write check: END never extends past
 ;;;; the limit, so only MAKE-ROOM has to test it.
@@ -190,21 +192,6 @@ inline is boxed, 16 bytes of garbage for every payload written."
                (decf count n)))))
 
 ;;; ------------------------------------------------------------------
-;;; Foreign memory for staging buffers.
-
-(defun malloc-octets (n)
-  "The address of N bytes of foreign memory (SYSTEM-MALLOC); STORE-ERROR
-when there are none to be had."
-  (let ((address (system-malloc n)))
-    (when (zerop address)
-      (error 'store-error :message (format nil "cannot allocate ~d bytes" n)))
-    address))
-
-(defun free-octets (address)
-  "Give back the memory at ADDRESS, from MALLOC-OCTETS."
-  (system-free address))
-
-;;; ------------------------------------------------------------------
 ;;; Sink: a fixed region of memory (store-to-sap, or a pinned octet vector).
 ;;; When it is full: OUT-OF-SPACE, with USE-LARGER-SPACE for raw memory.
 
@@ -231,76 +218,3 @@ the USE-LARGER-SPACE restart when it is full; :vector does not.  Inline:
 its caller may keep it on the stack."
   (%make-obuf :base address :capacity size :end (first-window-end size limit) :limit limit
               :room-fn #'fixed-room :sink kind :holdable t))
-
-;;; ------------------------------------------------------------------
-;;; Sink: any binary output stream, through a pinned staging vector.
-
-(declaim (inline make-stream-sink))    ; kept on the stack by CALL-WITH-STREAM-OBUF
-(defstruct (stream-sink (:constructor make-stream-sink (stream buffer)))
-  stream
-  (buffer nil :type (simple-array (unsigned-byte 8) (*))))
-
-(defun stream-room (ob n)
-  (declare (ignore n))
-  (flush-stream-obuf ob))
-
-(defun flush-stream-obuf (ob)
-  "Write the staged bytes to the stream and empty the window."
-  (let ((sink (obuf-sink ob)))
-    (write-sequence (stream-sink-buffer sink) (stream-sink-stream sink)
-                    :end (obuf-pos ob))
-    (incf (obuf-flushed ob) (obuf-pos ob))
-    (setf (obuf-pos ob) 0)))
-
-(defun call-with-stream-obuf (stream limit fn)
-  "Call FN with an OBUF writing to STREAM; flush at the end."
-  (let ((buffer (take-staging +stream-buffer-size+)))
-    (unwind-protect
-         (with-pinned-objects (buffer)
-           (let* ((sink (make-stream-sink stream buffer))
-                  (ob (%make-obuf :base (pointer-address (vector-pointer buffer))
-                                  :capacity +stream-buffer-size+
-                                  :end (first-window-end +stream-buffer-size+ limit)
-                                  :limit limit :room-fn #'stream-room :sink sink)))
-             (declare (dynamic-extent sink ob)) ; FN is given OB for its extent only
-             (multiple-value-prog1 (funcall fn ob)
-               (flush-stream-obuf ob))))
-      (give-back-staging buffer))))
-
-;;; ------------------------------------------------------------------
-;;; Sink: a file descriptor, written with write(2) in large blocks.
-
-(defconstant +fd-buffer-size+ (* 1024 1024))
-
-(defun write-fully (fd address count)
-  "write(2) COUNT bytes at ADDRESS to FD, retrying short writes."
-  (loop while (> count 0)
-        do (multiple-value-bind (written errno)
-               (system-write fd (address-pointer address) count)
-             (cond ((and written (> written 0))
-                    (incf address written) (decf count written))
-                   ((eql errno +eintr+))
-                   (t (error 'store-error
-                             :message (format nil "write failed: ~a"
-                                              (errno-text errno))))))))
-
-(defun fd-room (ob n)
-  (declare (ignore n))
-  (flush-fd-obuf ob))
-
-(defun flush-fd-obuf (ob)
-  (write-fully (obuf-sink ob) (obuf-base ob) (obuf-pos ob))
-  (incf (obuf-flushed ob) (obuf-pos ob))
-  (setf (obuf-pos ob) 0))
-
-(defun call-with-fd-obuf (fd limit fn)
-  "Call FN with an OBUF writing to the file descriptor FD; flush at the end."
-  (let ((address (malloc-octets +fd-buffer-size+)))
-    (unwind-protect
-         (let ((ob (%make-obuf :base address :capacity +fd-buffer-size+
-                               :end (first-window-end +fd-buffer-size+ limit)
-                               :limit limit :room-fn #'fd-room :sink fd)))
-           (declare (dynamic-extent ob))   ; FN is given it for its extent only
-           (multiple-value-prog1 (funcall fn ob)
-             (flush-fd-obuf ob)))
-      (free-octets address))))

@@ -152,9 +152,3 @@ deferred until it returns."
   "Run BODY with the floating-point TRAPS (:invalid, :overflow, ...)
 masked, so that they give infinities and NaNs instead of errors."
   `(sb-int:with-float-traps-masked ,traps ,@body))
-
-;;; The heap.
-
-(defun heap-size ()
-  "The bytes the heap may grow to (SBCL's dynamic space), fixed at startup."
-  (sb-ext:dynamic-space-size))

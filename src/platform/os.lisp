@@ -173,17 +173,6 @@ true; signals nothing of its own."
 
 ;;; Memory -------------------------------------------------------------------
 
-(defun system-malloc (bytes)
-  "malloc(3) BYTES (0 taken as 1) octets of foreign memory, not moved by the
-collector: their address, an integer, 0 when none could be had.  Give it
-back with SYSTEM-FREE."
-  (pointer-address (sb-alien:alien-sap (sb-alien:make-alien (sb-alien:unsigned 8) (max bytes 1)))))
-
-(defun system-free (address)
-  "free(3) the memory at ADDRESS, which SYSTEM-MALLOC returned.  Returns
-nothing useful."
-  (sb-alien:free-alien (sb-alien:sap-alien (address-pointer address) (* (sb-alien:unsigned 8)))))
-
 (defun map-memory (bytes)
   "mmap(2) BYTES (a whole number of pages) of fresh memory, private,
 anonymous, readable and writable, reading as zeros: its address, an

@@ -10,10 +10,14 @@
 
 ;;; The heap -----------------------------------------------------------------
 
+(defun heap-size ()
+  "The bytes the heap (SBCL's dynamic space) may grow to, fixed at startup."
+  (sb-ext:dynamic-space-size))
+
 (defun heap-end ()
   "The address (an integer) just past SBCL's dynamic space, the heap: no
 object lies at or above it."
-  (+ sb-vm:dynamic-space-start (sb-ext:dynamic-space-size)))
+  (+ sb-vm:dynamic-space-start (heap-size)))
 
 (defun heap-bytes-in-use ()
   "The bytes of the heap in use now, live objects and garbage not yet
