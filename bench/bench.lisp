@@ -65,7 +65,7 @@ abandoned (marked TIMEOUT).")
 (defparameter *call-timeout* 60
   "Seconds one call of a peer may take before it is abandoned (timeout).")
 
-(defparameter *slow-peer-seconds* 20
+(defparameter *slow-peer-seconds* 10
   "Seconds a slow peer (cl-store) may spend per data set, all its modes and
 operations together; what is left undone is marked timeout.")
 
@@ -146,6 +146,11 @@ stops."
         (setf seconds (seconds-since start))))
     (values seconds value)))
 
+(defun record-run (timer seconds)
+  (incf (cold-runs timer))
+  (setf (cold-best timer) (if (cold-best timer) (min (cold-best timer) seconds) seconds))
+  timer)
+
 (defun run-cold (timer)
   "One more cold run of TIMER, unless it stopped or its allowance is spent
 (then it keeps the runs it made; with none, its status becomes timeout)."
@@ -158,10 +163,7 @@ stops."
             (handler-case
                 (let ((seconds (timed-call (cold-fn timer) limit)))
                   (when allowance (decf (allowance-seconds allowance) seconds))
-                  (incf (cold-runs timer))
-                  (setf (cold-best timer) (if (cold-best timer)
-                                              (min (cold-best timer) seconds)
-                                              seconds)))
+                  (record-run timer seconds))
               (sb-ext:timeout ()
                 (when allowance (decf (allowance-seconds allowance) limit))
                 (when (zerop (cold-runs timer))
@@ -541,23 +543,29 @@ says why store-into is missing."
     (setf (row-problem row)
           (if (row-problem row) (format nil "~A; ~A" (row-problem row) text) text))))
 
-(defun call-limited (fn allowance)
-  "FN's value, abandoned (SB-EXT:TIMEOUT) after *CALL-TIMEOUT* seconds or
-what ALLOWANCE has left; the time taken is charged to ALLOWANCE."
+(defun first-cold-run (fn allowance)
+  "FN's value and a cold timer of FN holding this call as its first run
+\(one call after a full GC, like every other): abandoned (SB-EXT:TIMEOUT)
+after *CALL-TIMEOUT* seconds or what ALLOWANCE has left, which is charged
+with the time taken."
   (let ((limit (if allowance
-                   (min *call-timeout* (max 0.001d0 (allowance-seconds allowance)))
-                   *call-timeout*))
-        (start (now)))
-    (when (and allowance (<= (allowance-seconds allowance) 0))
+                   (min *call-timeout* (allowance-seconds allowance))
+                   *call-timeout*)))
+    (when (<= limit 0)
       (error 'sb-ext:timeout))
-    (unwind-protect
-         (sb-ext:with-timeout limit (funcall fn))
-      (when allowance (decf (allowance-seconds allowance) (seconds-since start))))))
+    (multiple-value-bind (seconds value)
+        (handler-bind ((sb-ext:timeout
+                         (lambda (c)
+                           (declare (ignore c))
+                           (when allowance (decf (allowance-seconds allowance) limit)))))
+          (timed-call fn limit))
+      (when allowance (decf (allowance-seconds allowance) seconds))
+      (values value (record-run (make-cold fn :allowance allowance) seconds)))))
 
 (defun prepare-contestant (contestant dataset mode data &key allowance)
-  "Store DATA once with CONTESTANT in MODE, restore it, check the round trip
-and make its cold timers (no run made yet).  Returns a RESULT and the
-restored data's input vector."
+  "Store DATA once with CONTESTANT in MODE, restore it, check the round trip,
+store into a buffer; each of these calls is the first cold run of its
+timer.  Returns a RESULT."
   (let ((result (make-result :name (contestant-name contestant)))
         (phase "store"))
     (let ((reason (funcall (contestant-unsupported contestant) dataset mode)))
@@ -565,37 +573,44 @@ restored data's input vector."
         (setf (result-status result) reason)
         (return-from prepare-contestant result)))
     (handler-case
-        (let* ((store (funcall (contestant-store contestant) data mode))
-               (output (call-limited store allowance))
-               (bytes (funcall (contestant-bytes contestant) output))
-               (input (funcall (contestant-input contestant) output))
-               (restore (progn (setf phase "restore")
-                               (funcall (contestant-restore contestant) input mode)))
-               (restored (call-limited restore allowance)))
-          (setf (result-bytes result) bytes)
-          (setf phase "check")
-          (let ((problem (check-roundtrip data restored
-                                          :track (mode-tracks-p mode)
-                                          :track-conses (mode-shares-lists-p mode))))
-            (setf restored nil)
-            (when problem
-              (setf (result-status result) (format nil "WRONG: ~A" problem))
-              (return-from prepare-contestant result)))
-          (setf (result-store-timer result) (make-cold store :allowance allowance)
-                (result-restore-timer result) (make-cold restore :allowance allowance))
-          (setf phase "store-into")
-          (if (contestant-into contestant)
-              (let* ((into (funcall (contestant-into contestant) data mode bytes))
-                     (written (call-limited into allowance)))
-                (if (eql written bytes)
-                    (setf (result-into-timer result) (make-cold into :allowance allowance))
-                    (setf (result-into-note result)
-                          (format nil "WRONG: store-into wrote ~A bytes, store ~D" written bytes))))
-              (setf (result-into-note result) "n/a (no store-into)")))
+        (multiple-value-bind (output store-timer)
+            (first-cold-run (funcall (contestant-store contestant) data mode) allowance)
+          (let* ((bytes (funcall (contestant-bytes contestant) output))
+                 (input (funcall (contestant-input contestant) output)))
+            (setf output nil)
+            (setf (result-bytes result) bytes)
+            (setf phase "restore")
+            (multiple-value-bind (restored restore-timer)
+                (first-cold-run (funcall (contestant-restore contestant) input mode) allowance)
+              (setf phase "check")
+              (let ((problem (check-roundtrip data restored
+                                              :track (mode-tracks-p mode)
+                                              :track-conses (mode-shares-lists-p mode)
+                                              :track-symbols (mode-tracks-p mode))))
+                (setf restored nil)
+                (when problem
+                  (setf (result-status result) (format nil "WRONG: ~A" problem))
+                  (return-from prepare-contestant result)))
+              (setf (result-store-timer result) store-timer
+                    (result-restore-timer result) restore-timer))
+            (setf phase "store-into")
+            (if (contestant-into contestant)
+                (multiple-value-bind (written into-timer)
+                    (first-cold-run (funcall (contestant-into contestant) data mode bytes) allowance)
+                  (if (eql written bytes)
+                      (setf (result-into-timer result) into-timer)
+                      (setf (result-into-note result)
+                            (format nil "WRONG: store-into wrote ~A bytes, store ~D" written bytes))))
+                (setf (result-into-note result) "n/a (no store-into)"))))
       (sb-ext:timeout ()
-        (setf (result-status result) (format nil "timeout (in ~A)" phase)))
+        (if (string= phase "store-into")
+            (setf (result-into-note result) "timeout")
+            (setf (result-status result) (format nil "timeout (in ~A)" phase))))
       (serious-condition (c)
-        (setf (result-status result) (format nil "ERROR in ~A: ~A" phase (condition-text c)))))
+        (let ((text (format nil "ERROR in ~A: ~A" phase (condition-text c))))
+          (if (string= phase "store-into")
+              (setf (result-into-note result) text)
+              (setf (result-status result) text)))))
     result))
 
 (defun result-timers (result)
@@ -609,9 +624,10 @@ restored data's input vector."
         (result-restore result) (cold-seconds (result-restore-timer result))
         (result-runs result) (let ((timers (result-timers result)))
                                (and timers (reduce #'min timers :key #'cold-runs))))
-  (let ((stopped (loop for timer in (result-timers result)
+  (let ((stopped (loop for timer in (list (result-store-timer result) (result-into-timer result)
+                                         (result-restore-timer result))
                        for what in '("store" "store-into" "restore")
-                       when (cold-status timer)
+                       when (and timer (cold-status timer))
                          collect (format nil "~A ~A" what (cold-status timer)))))
     (when (and stopped (null (result-status result)))
       (if (and (null (result-store result)) (null (result-restore result)))
@@ -633,35 +649,37 @@ the floors' made, binstore's warm timers calibrated.  Returns the ROW."
     ;; restore conses (after a first one: it keeps its working vectors).
     (handler-case
         (sb-ext:with-timeout *cell-timeout*
-          (let* ((vec (apply #'binstore:store nil data args))
-                 (bytes (length vec)))
-            (setf (row-bytes row) bytes (result-bytes result) bytes)
-            (setf phase "check")
-            (binstore:restore vec)
-            (multiple-value-bind (restored consed)
-                (bytes-consed-by (lambda () (binstore:restore vec)))
-              (setf (row-consed row) consed)
-              (let ((problem (check-roundtrip data restored
-                                              :track (getf args :track-references)
-                                              :track-conses (getf args :support-shared-list-structures))))
-                (when problem (add-problem row "WRONG: ~A" problem))))
-            (setf phase "store-into")
-            (let* ((into (funcall (contestant-into *binstore*) data mode bytes))
-                   (written (funcall into))
-                   (store (funcall (contestant-store *binstore*) data mode))
-                   (restore (funcall (contestant-restore *binstore*) vec mode)))
-              (unless (eql written bytes)
-                (add-note row "store-into wrote ~A bytes, store ~D" written bytes))
-              (setf (result-store-timer result) (make-cold store)
-                    (result-into-timer result) (make-cold into)
-                    (result-restore-timer result) (make-cold restore))
-              (setf phase "floors")
-              (setf (row-store-floor-timer row) (make-cold (store-floor-fn bytes))
-                    (row-restore-floor-timer row)
-                    (make-cold (restore-floor-fn (or (row-consed row) 0) bytes)))
-              (setf phase "warm")
-              (setf (row-warm-timers row)
-                    (list (make-timer store) (make-timer into) (make-timer restore))))))
+          (let ((store (funcall (contestant-store *binstore*) data mode)))
+            (multiple-value-bind (vec store-timer) (first-cold-run store nil)
+              (let* ((bytes (length vec))
+                     (restore (funcall (contestant-restore *binstore*) vec mode)))
+                (setf (row-bytes row) bytes (result-bytes result) bytes)
+                (setf phase "check")
+                (setf (result-store-timer result) store-timer
+                      (result-restore-timer result) (nth-value 1 (first-cold-run restore nil)))
+                ;; the bytes consed counted after a first restore, in the
+                ;; steady state: binstore keeps its working vectors
+                (multiple-value-bind (restored consed) (bytes-consed-by restore)
+                  (setf (row-consed row) consed)
+                  (let ((problem (check-roundtrip data restored
+                                                  :track (getf args :track-references)
+                                                  :track-conses (getf args :support-shared-list-structures))))
+                    (when problem (add-problem row "WRONG: ~A" problem))))
+                (setf phase "store-into")
+                (let ((into (funcall (contestant-into *binstore*) data mode bytes)))
+                  (multiple-value-bind (written into-timer) (first-cold-run into nil)
+                    (unless (eql written bytes)
+                      (add-note row "store-into wrote ~A bytes, store ~D" written bytes))
+                    (setf (result-into-timer result) into-timer))
+                  (setf phase "floors")
+                  (setf (row-store-floor-timer row) (make-cold (store-floor-fn bytes))
+                        (row-restore-floor-timer row)
+                        (make-cold (restore-floor-fn (or (row-consed row) 0) bytes)))
+                  (run-cold (row-store-floor-timer row))
+                  (run-cold (row-restore-floor-timer row))
+                  (setf phase "warm")
+                  (setf (row-warm-timers row)
+                        (list (make-timer store) (make-timer into) (make-timer restore))))))))
       (sb-ext:timeout ()
         (add-problem row "TIMEOUT: abandoned after ~D s (in ~A)" *cell-timeout* phase))
       (serious-condition (c)
@@ -725,7 +743,8 @@ rounds, then binstore's warm timers in rounds.  Returns the rows."
                                  (progress "; checked in ~,1F s~%" (seconds-since t0))))))
          (cold (loop for row in rows append (row-cold-timers row)))
          (t0 (now)))
-    (dotimes (round *runs*)
+    ;; the first run of each was made with its preparation
+    (dotimes (round (1- *runs*))
       (dolist (timer cold) (run-cold timer)))
     (progress "    cold: ~D timers x ~D rounds, ~,1F s" (length cold) *runs* (seconds-since t0))
     (setf t0 (now))
@@ -894,7 +913,10 @@ when there is no target."
 (defun peer-cell (result what best-who)
   "A peer's figure for WHAT, bold when it is the best, else why it has none."
   (let ((value (and (null (result-status result)) (result-figure result what))))
-    (cond (value (let ((text (fmt-figure what value)))
+    (cond (value (let ((text (fmt-figure what value))
+                       (runs (result-runs result)))
+                   (when (and (not (string= what "bytes")) runs (< runs *runs*))
+                     (setf text (format nil "~A (~D/~D)" text runs *runs*)))
                    (if (equal best-who (result-name result)) (format nil "**~A**" text) text)))
           ((result-status result) (short-status (result-status result)))
           ((and (string= what "store-into") (result-into-note result))
@@ -941,10 +963,12 @@ when there is no target."
   (format stream "## How each column was measured~%~%")
   (format stream "- **cold** (every figure compared with a peer): one call after `(sb-ext:gc :full t)`, ~
                   timed with `CLOCK_MONOTONIC` (`sb-unix:clock-gettime`), minimum of N = ~D runs. ~
-                  All cold timers of a data set (every mode; binstore, each peer, the floors) run ~
-                  once per round, in ~D rounds, so a slower phase of the machine falls on all alike. ~
-                  The time limit of a call is armed before the clock starts.~%"
-          *runs* *runs*)
+                  The first run of each is the call that prepares and checks it; runs 2 to N go in ~
+                  rounds, every cold timer of a data set (every mode; binstore, each peer, the ~
+                  floors) once per round, so a slower phase of the machine falls on all alike. ~
+                  The time limit of a call is armed before the clock starts. A peer figure made ~
+                  of fewer runs (time limit) says so: (k/N).~%"
+          *runs*)
   (format stream "- **store** = to a new octet vector; **store-into** = into an octet vector ~
                   allocated beforehand with room for the output (allocation not timed); ~
                   **restore** = from the store's output.  binstore: ~A.~%"
@@ -955,7 +979,9 @@ when there is no target."
                          on the same data; loaded from `~A` (ASDF `(:tree ...)`). Each peer's round trip ~
                          is checked as binstore's is; a peer whose restore differs (WRONG), that cannot ~
                          store the set in the mode (n/a), or that ran out of time (timeout) takes no part ~
-                         in the best peer. cl-store gets ~D s per data set (all its modes and operations; ~
+                         in the best peer. In mode none, where shared objects are stored as trees, a peer's ~
+                         uninterned symbols may come back as several symbols of the same name (binstore ~
+                         keeps them one). cl-store gets ~D s per data set (all its modes and operations; ~
                          calls over the limit are abandoned: timeout); any call ~D s.~%"
                  *runs* (namestring *peer-directory*) *slow-peer-seconds* *call-timeout*)
          (let ((sources (peer-sources *peer-directory*)))
