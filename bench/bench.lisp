@@ -173,8 +173,16 @@ stops."
                       (format nil "ERROR: ~A" (condition-text c))))))))))
 
 (defun condition-text (c)
-  (let ((text (substitute #\Space #\Newline (handler-case (princ-to-string c)
-                                                 (error () (string (type-of c)))))))
+  "C's type and report on one line, white space runs made one space."
+  (let* ((report (handler-case (princ-to-string c)
+                   (error () (string (type-of c)))))
+         (text (with-output-to-string (out)
+                 (let ((space nil))
+                   (loop for char across report
+                         do (if (member char '(#\Space #\Tab #\Newline #\Return))
+                                (setf space t)
+                                (progn (when space (write-char #\Space out) (setf space nil))
+                                       (write-char char out))))))))
     (format nil "~A: ~A" (type-of c) (subseq text 0 (min 160 (length text))))))
 
 (defun cold-seconds (timer)
@@ -759,7 +767,7 @@ rounds, then binstore's warm timers in rounds.  Returns the rows."
 or bytes.  OURS, BEST (seconds or bytes), WHO the best peer, SOURCE
 :measured or :transcribed; FACTOR the multiple of BEST allowed; FLOOR, and
 TARGET with BASIS :peer or :floor; OK; RATIO = OURS / BEST."
-  what ours best who source factor floor target basis ok ratio)
+  what ours best who source factor floor target basis ok ratio rounded)
 
 (defun peers-measured-p ()
   (and *peer-contestants* t))
@@ -827,7 +835,8 @@ bytes whether the figure is exact."
                           (check-basis check) :peer)))
               ;; transcribed sizes not known exactly are rounded to 0.01 MB
               (when (and bytes-p (not (peers-measured-p)) (not exact))
-                (setf (check-target check) (+ best 5000)))
+                (setf (check-target check) (+ best 5000)
+                      (check-rounded check) t))
               (setf (check-ratio check) (and ours (plusp best) (/ ours best))
                     (check-ok check) (and ours (null (row-problem row))
                                           (<= ours (check-target check)))))
@@ -948,11 +957,17 @@ when there is no target."
     (format nil "~D-~2,'0D-~2,'0D ~2,'0D:~2,'0D" y mo d h m)))
 
 (defun git-commit ()
+  "The commit binstore is at, and whether files outside bench/results/
+differ from it."
   (handler-case
-      (string-trim '(#\Newline #\Space)
-                   (uiop:run-program (list "git" "-C" (namestring (repository-root))
-                                           "log" "-1" "--format=%h")
-                                     :output :string :error-output nil))
+      (flet ((git (&rest args)
+               (string-trim '(#\Newline #\Space)
+                            (uiop:run-program (list* "git" "-C" (namestring (repository-root)) args)
+                                              :output :string :error-output nil))))
+        (format nil "~A~:[~; (with uncommitted changes)~]"
+                (git "log" "-1" "--format=%h")
+                (plusp (length (git "status" "--porcelain" "--untracked-files=no" "--"
+                                    "." ":!bench/results")))))
     (error () "unknown")))
 
 (defun write-method (stream)
@@ -1078,7 +1093,10 @@ when there is no target."
                      (if (peers-measured-p)
                          (mapcar (lambda (result) (peer-cell result what (check-who check)))
                                  (row-peers row))
-                         (list (fmt-figure what (check-best check)) (or (check-who check) "-")))
+                         (list (if (check-rounded check)
+                                   (format nil "~A (rounded)" (fmt-mb (check-best check)))
+                                   (fmt-figure what (check-best check)))
+                               (or (check-who check) "-")))
                      (list (if (check-floor check) (fmt (ms (check-floor check))) "-")
                            (target-text check) (ratio-text check) (verdict-text check))))))))
     (terpri stream)))
@@ -1134,6 +1152,18 @@ when there is no target."
                                 (or (row-runs row) "-")))))
   (terpri stream))
 
+(defun rows-text (rows)
+  "ROWS as data set (modes), data set (modes)..."
+  (let ((sets '()))
+    (dolist (row rows)
+      (let ((entry (assoc (row-dataset row) sets :test #'string=)))
+        (if entry
+            (push (row-mode row) (cdr entry))
+            (push (list (row-dataset row) (row-mode row)) sets))))
+    (format nil "~{~A~^, ~}"
+            (mapcar (lambda (entry) (format nil "~A (~{~A~^ ~})" (car entry) (reverse (cdr entry))))
+                    (reverse sets)))))
+
 (defun write-failures (stream rows)
   (format stream "## Round trips and failures~%~%")
   (let ((wrong (remove-if-not #'row-problem rows)))
@@ -1148,19 +1178,20 @@ when there is no target."
         (dolist (row rows)
           (let ((result (find name (row-peers row) :key #'result-name :test #'string=)))
             (when result
-              (let ((text (or (result-status result) (result-into-note result))))
-                (if (null (result-status result)) (incf ok))
-                (when text
-                  (let* ((status (if (result-status result) text (format nil "store-into: ~A" text)))
-                         (group (assoc status groups :test #'string=)))
-                    (if group
-                        (push (format nil "~A/~A" (row-dataset row) (row-mode row)) (cdr group))
-                        (push (list status (format nil "~A/~A" (row-dataset row) (row-mode row)))
-                              groups))))))))
+              (when (null (result-status result)) (incf ok))
+              (let ((status (cond ((result-status result))
+                                  ;; said once in the header
+                                  ((equal (result-into-note result) "n/a (no store-into)") nil)
+                                  ((result-into-note result)
+                                   (format nil "store-into: ~A" (result-into-note result))))))
+                (when status
+                  (let ((group (or (assoc status groups :test #'string=)
+                                   (first (push (list status) groups)))))
+                    (push row (cdr group))))))))
         (format stream "- **~A**: ~D of ~D rows checked ok and timed~:[.~;; otherwise:~]~%"
                 name ok (length rows) groups)
         (dolist (group (reverse groups))
-          (format stream "  - ~{~A~^, ~}: ~A~%" (reverse (cdr group)) (car group))))))
+          (format stream "  - ~A: ~A~%" (rows-text (reverse (cdr group))) (car group))))))
   (let ((noted (remove-if-not #'row-notes rows)))
     (when noted
       (format stream "~%binstore notes:~%~%")

@@ -373,7 +373,8 @@ contents need not be compared again), NIL after a mismatch, T otherwise."
     (cons (same-list-p checker a b))
     (string (or (and (stringp b) (string= a b)
                      (equal (array-element-type a) (array-element-type b)))
-                (fail checker "string ~S restored as ~S" a b)))
+                (fail checker "string ~S (~(~A~)) restored as ~S (~(~A~))"
+                      a (type-of a) b (type-of b))))
     (array (same-array-p checker a b))
     ((or structure-object standard-object) (same-instance-p checker a b))
     (t (or (eql a b) (fail checker "~S restored as ~S" a b)))))
