@@ -9,22 +9,47 @@
 #   make bench-memory         restores of the array sets against fresh memory
 #   make readme-results       put the last make bench's table in README.md
 #   make bench DATASETS="tiny-integers people" MODES="none refs"
+#   make bench PEERS=dir      peers' sources (default ../shared/peers-src when
+#                             it exists; PEERS=none: transcribed figures only)
+#   make bench RUNS=n         cold runs per figure (default 5)
 
 SBCL      ?= sbcl
 SBCL_RUN   = $(SBCL) --dynamic-space-size 8GB --noinform --non-interactive --no-sysinit --no-userinit
 SECONDS   ?= 60
 DATASETS  ?=
 MODES     ?=
+PEERS     ?=
+RUNS      ?=
+# The benchmark's image: a larger control stack, as some peers recurse
+# along long lists (the same for every contestant).
+SBCL_BENCH = $(SBCL) --dynamic-space-size 8GB --control-stack-size 256MB --noinform --non-interactive --no-sysinit --no-userinit
+# The peers' directory when there is one (PEERS=none: none), and the Debian
+# packages the peers need (see its README.md): PACKAGE:PROBE.
+PEERS_DIR  = $(if $(PEERS),$(filter-out none,$(PEERS)),$(wildcard $(CURDIR)/../shared/peers-src))
+PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
+  cl-babel:/usr/share/common-lisp/source/babel \
+  cl-cffi:/usr/share/common-lisp/source/cl-cffi \
+  cl-trivial-features:/usr/share/common-lisp/source/trivial-features \
+  cl-trivial-gray-streams:/usr/share/common-lisp/source/cl-trivial-gray-streams \
+  cl-trivial-utf-8:/usr/share/common-lisp/source/trivial-utf-8 \
+  cl-flexi-streams:/usr/share/common-lisp/source/cl-flexi-streams \
+  cl-closer-mop:/usr/share/common-lisp/source/closer-mop \
+  cl-ieee-floats:/usr/share/common-lisp/source/ieee-floats \
+  cl-trivial-garbage:/usr/share/common-lisp/source/trivial-garbage \
+  cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
+  cl-osicat:/usr/share/common-lisp/source/osicat
 
 .PHONY: test quiet-build check-layers bench bench-memory readme-results fuzz deps bench-deps clean
 
-# Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
-# when missing; as root directly, otherwise through sudo.
+# Debian packages: fiveam for tests, gnuplot for the plot, the peers'
+# dependencies when the peers' sources are there.  Installed only when
+# missing; as root directly, otherwise through sudo.
 deps:
 	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam
 
 bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
+	@if [ -n "$(PEERS_DIR)" ] && [ -d "$(PEERS_DIR)" ]; then ./tools/ensure-packages $(PEER_DEBS); fi
 
 test: deps quiet-build check-layers
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
@@ -45,8 +70,8 @@ check-layers: deps
 	$(SBCL_RUN) --load tools/check-layers.lisp --eval '(binstore-layers:check-layers)'
 
 bench: bench-deps
-	$(SBCL_RUN) --load tools/load.lisp \
-	  --eval '(binstore-tools:run-bench :datasets "$(DATASETS)" :modes "$(MODES)")'
+	$(SBCL_BENCH) --load tools/load.lisp \
+	  --eval '(binstore-tools:run-bench :datasets "$(DATASETS)" :modes "$(MODES)" :peers "$(PEERS)" :runs "$(RUNS)")'
 
 bench-memory: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'

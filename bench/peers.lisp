@@ -1,9 +1,11 @@
-;;;; Peer figures and binstore's targets, transcribed from the project's
-;;;; peer measurements (cl-binary-store 1.4.3, hyperluminal-mem 0.6.2,
-;;;; cl-conspack, cl-store 0.8.11 in one SBCL 2.2.9 image, 2 cores, minimum of
-;;;; up to 5 runs after a full GC).  Kept here as data so the benchmark runs
-;;;; without that document.  Targets: store, store-into and restore at most
-;;;; 0.8 x the best peer; bytes at most the smallest peer output.
+;;;; TRANSCRIBED peer figures, used only when the peers' sources are not
+;;;; found (see PEER-DIRECTORY in bench.lisp); then the tables label them
+;;;; "transcribed".  From the project's peer measurements (cl-binary-store
+;;;; 1.4.x, hyperluminal-mem 0.6.2, cl-conspack, cl-store 0.8.11 in one SBCL
+;;;; 2.2.9 image, 2 cores, one call after a full GC, minimum of up to 5 runs).
+;;;; Kept here as data so the benchmark runs without them.  The target
+;;;; columns are the peers' table's 0.8 x; bench.lisp works the targets out
+;;;; from the best figures itself (ROW-CHECKS).  typed-structures has none.
 
 (in-package #:binstore-bench)
 

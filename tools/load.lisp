@@ -70,13 +70,17 @@ authors to read, not for this check to judge."
                    ((and (char/= c #\Space) (not start)) (setf start i))))
     (nreverse words)))
 
-(defun run-bench (&key (datasets "") (modes ""))
+(defun run-bench (&key (datasets "") (modes "") (peers "") (runs ""))
   "Run the benchmark on DATASETS and MODES (space-separated names; empty
-means all), print the table and write bench/results/."
+means all) beside the peers in PEERS (a directory, \"none\", or empty for
+../shared/peers-src when it exists) with RUNS cold runs per figure (empty:
+the default), print the table and write bench/results/."
   (asdf:load-system "binstore/bench")
   (uiop:symbol-call :binstore-bench :main
                     :datasets (split-words datasets)
-                    :modes (split-words modes))
+                    :modes (split-words modes)
+                    :peers (and (plusp (length peers)) peers)
+                    :runs (and (plusp (length runs)) (parse-integer runs)))
   (uiop:quit 0))
 
 (defun run-memory-bench ()
