@@ -1207,34 +1207,43 @@ differ from it."
   (write-warm stream rows)
   (write-failures stream rows))
 
+(defparameter *summary-mode* "refs"
+  "The mode of the README's compact table: objects tracked, conses not.")
+
 (defun write-summary (stream rows)
-  "The README's table of ROWS: one line per data set and mode, cold, with
-the ratios to the best peer (off target in bold) and to the printer and
-reader."
-  (format stream "Cold: one call after a full GC, minimum of ~D; ratios to the best peer ~A.~%~%"
-          *runs* (if (peers-measured-p) "measured in the same run" "as transcribed"))
-  (markdown-header stream '("data set" "mode" "MB" "store ms" "store-into ms" "restore ms"
-                            "restore consed B/obj"
+  "The README's compact table: how many of ROWS are on target, then one
+line per data set in *SUMMARY-MODE*, cold, with the ratios to the best peer
+\(off target in bold) and to the printer and reader.  Every row and
+column is in latest.md."
+  (let* ((verdicts (mapcar (lambda (row) (row-verdict (row-checks row))) rows))
+         (on (count :on verdicts))
+         (off (count :off verdicts)))
+    (format stream "Cold: one call after a full GC, minimum of ~D; ratios to the best peer ~A. ~
+                    ~D of ~D rows (data set x mode) on target; the ~A mode below, every mode in ~
+                    [`bench/results/latest.md`](bench/results/latest.md).~%~%"
+            *runs* (if (peers-measured-p) "measured in the same run" "as transcribed")
+            on (+ on off) *summary-mode*))
+  (markdown-header stream '("data set" "MB" "store ms" "store-into ms" "restore ms"
                             "vs best peer: store / into / restore / bytes"
                             "faster than print / read"))
   (dolist (row rows)
-    (let ((baseline (row-baseline row)))
-      (flet ((ratio (check)
-               (let ((text (if (check-ratio check) (ratio-text check) "-")))
-                 (if (or (null (check-target check)) (check-ok check)) text (format nil "**~A**" text))))
-             (times (base ours)
-               (let ((factor (and baseline (not (baseline-note baseline)) (speedup base ours))))
-                 (if factor (format nil "~Ax" (fmt factor 2)) "-"))))
-        (markdown-row stream
-                      (list (row-dataset row) (row-mode row)
-                            (if (row-bytes row) (format nil "~,2F" (/ (row-bytes row) 1d6)) "-")
-                            (fmt (ms (row-store row))) (fmt (ms (row-into row)))
-                            (fmt (ms (row-restore row)))
-                            (fmt (and (row-consed row) (/ (row-consed row) (max 1 (row-objects row)))))
-                            (format nil "~{~A~^ / ~}" (mapcar #'ratio (row-checks row)))
-                            (format nil "~A / ~A"
-                                    (times (and baseline (baseline-print-s baseline)) (row-store row))
-                                    (times (and baseline (baseline-read-s baseline)) (row-restore row)))))))))
+    (when (string= (row-mode row) *summary-mode*)
+      (let ((baseline (row-baseline row)))
+        (flet ((ratio (check)
+                 (let ((text (if (check-ratio check) (ratio-text check) "-")))
+                   (if (or (null (check-target check)) (check-ok check)) text (format nil "**~A**" text))))
+               (times (base ours)
+                 (let ((factor (and baseline (not (baseline-note baseline)) (speedup base ours))))
+                   (if factor (format nil "~Ax" (fmt factor 2)) "-"))))
+          (markdown-row stream
+                        (list (row-dataset row)
+                              (if (row-bytes row) (format nil "~,2F" (/ (row-bytes row) 1d6)) "-")
+                              (fmt (ms (row-store row))) (fmt (ms (row-into row)))
+                              (fmt (ms (row-restore row)))
+                              (format nil "~{~A~^ / ~}" (mapcar #'ratio (row-checks row)))
+                              (format nil "~A / ~A"
+                                      (times (and baseline (baseline-print-s baseline)) (row-store row))
+                                      (times (and baseline (baseline-read-s baseline)) (row-restore row))))))))))
 
 ;;; TSV.
 
