@@ -88,6 +88,7 @@ for other systems' files."
                  (:file "utf8" :depends-on ("copy"))
                  (:file "output" :depends-on ("copy" "staging"))
                  (:file "input" :depends-on ("copy" "staging" "prefault"))
+                 (:file "payloads" :depends-on ("input"))
                  (:file "files")))
    (:module "state"
     :pathname "src/core"

@@ -515,11 +515,7 @@ takes them; return the index of the first one not written."
       (register rs (complex re im)))))
 
 (defun read-complex-single (rs)
-  (let* ((ib (rs-ibuf rs))
-         (re (read-single ib)))
-    (register rs (complex re (read-single ib)))))
+  (register rs (read-fixed-float (rs-ibuf rs) +tag-complex-single+)))
 
 (defun read-complex-double (rs)
-  (let* ((ib (rs-ibuf rs))
-         (re (read-double ib)))
-    (register rs (complex re (read-double ib)))))
+  (register rs (read-fixed-float (rs-ibuf rs) +tag-complex-double+)))
