@@ -782,6 +782,9 @@ tracks conses); return it and its tag (the fill info)."
         (register-run rs run n))
       (values run tag))))
 
+;;; FILL-CARS, which reads a run's cars, is in runs.lisp: DEFINE-RUN-FILLER
+;;; writes it and FILL-ELEMENTS from one body.
+
 (defun read-proper-list (rs)
   "Read a proper list whose tag was just consumed (READ-CONTAINER's work for
 it, in one function)."
