@@ -10,12 +10,15 @@
 ;;;;              data, and the tags taken from it
 ;;;;   io         (base platform format) memory copies, working memory kept
 ;;;;              between calls, the staging vector, prefaulting, the heap's
-;;;;              runway, UTF-8 windows, output and input buffers, files
+;;;;              runway, UTF-8 windows, output and input buffers, the
+;;;;              decoders of fixed-size payloads, files
 ;;;;   state      (... io) the output region, the identity table, the store
 ;;;;              and restore states; protocol.lisp, which declares the
-;;;;              engine's entry points; reading.lisp, the inline object
-;;;;              reader built on the restore state and READ-TAGGED
-;;;;   codecs     (... state) one file per type family
+;;;;              engine's entry points; reading.lisp, READ-OBJECT, the
+;;;;              inline object reader built on the restore state and
+;;;;              READ-TAGGED
+;;;;   codecs     (... state) one file per type family, and runs.lisp, the
+;;;;              loops that read runs of elements of lists and vectors
 ;;;;   engine     (... codecs) the encoder and the decoder: the dispatch on
 ;;;;              type and on tag, the containers, the records
 ;;;;   api        (... engine) store, restore and the rest
@@ -92,6 +95,7 @@ for other systems' files."
                  (:file "input" :depends-on ("copy" "staging" "prefault"))
                  (:file "sinks" :depends-on ("output" "staging"))
                  (:file "sources" :depends-on ("input" "staging"))
+                 (:file "payloads" :depends-on ("input"))
                  (:file "files")))
    (:module "state"
     :pathname "src/core"
@@ -108,8 +112,10 @@ for other systems' files."
     :components ((:file "numbers")
                  (:file "characters")
                  (:file "strings")
-                 (:file "lists" :depends-on ("numbers"))
-                 (:file "arrays" :depends-on ("numbers" "strings"))
+                 ;; the loops over runs of elements of lists and vectors
+                 (:file "runs" :depends-on ("numbers" "strings"))
+                 (:file "lists" :depends-on ("numbers" "runs"))
+                 (:file "arrays" :depends-on ("numbers" "strings" "runs"))
                  (:file "symbols" :depends-on ("strings"))
                  (:file "hash-tables")
                  (:file "pathnames")

@@ -342,6 +342,9 @@ elements are all looked at before anything is written or taken."
       (prefault-vector v (* 8 (min n (available ib))))
       v)))
 
+;;; FILL-ELEMENTS, which reads a simple vector's elements, is in runs.lisp:
+;;; DEFINE-RUN-FILLER writes it and FILL-CARS from one body.
+
 (defun fill-simple-vector (rs v)
   (fill-elements rs v))
 

@@ -782,6 +782,9 @@ tracks conses); return it and its tag (the fill info)."
         (register-run rs run n))
       (values run tag))))
 
+;;; FILL-CARS, which reads a run's cars, is in runs.lisp: DEFINE-RUN-FILLER
+;;; writes it and FILL-ELEMENTS from one body.
+
 (defun read-proper-list (rs)
   "Read a proper list whose tag was just consumed (READ-CONTAINER's work for
 it, in one function)."
@@ -792,8 +795,8 @@ it, in one function)."
 
 (defun fill-int64-cars (rs run)
   "Read the 8-byte integers of RUN, a fresh proper list: straight from the
-window while it holds them, with one comparison each, then through READ-S64
-(which refills it)."
+window while it holds them, with one comparison each, then through
+READ-FIXED-INTEGER (which refills it).  Each is an INT64's payload."
   (declare (type restore-state rs) (type list run) (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (sap (ibuf-sap ib))
@@ -802,12 +805,12 @@ window while it holds them, with one comparison each, then through READ-S64
          (c run))
     (declare (type index end p))
     (loop while (and (consp c) (<= (+ p 8) end))
-          do (setf (car c) (mem-s64 sap p)
+          do (setf (car c) (fixed-integer-value sap p +tag-int64+)
                    p (+ p 8)
                    c (cdr c)))
     (setf (ibuf-pos ib) p)
     (loop while (consp c)
-          do (setf (car c) (read-s64 ib)
+          do (setf (car c) (read-fixed-integer ib +tag-int64+)
                    c (cdr c)))))
 
 (defun fill-list (rs run tag)

@@ -515,11 +515,103 @@ takes them; return the index of the first one not written."
       (register rs (complex re im)))))
 
 (defun read-complex-single (rs)
-  (let* ((ib (rs-ibuf rs))
-         (re (read-single ib)))
-    (register rs (complex re (read-single ib)))))
+  (register rs (read-fixed-float (rs-ibuf rs) +tag-complex-single+)))
 
 (defun read-complex-double (rs)
-  (let* ((ib (rs-ibuf rs))
-         (re (read-double ib)))
-    (register rs (complex re (read-double ib)))))
+  (register rs (read-fixed-float (rs-ibuf rs) +tag-complex-double+)))
+
+;;; Reading from the window ---------------------------------------------
+;;; The readers of numbers for the loops over runs of elements
+;;; (src/codecs/runs.lisp): each reads straight from the window, the
+;;; position kept in a register, and decodes what it finds with
+;;; FIXED-INTEGER-VALUE or FIXED-FLOAT-VALUE (src/io/payloads.lisp), as
+;;; READ-TAGGED does through the input buffer.
+
+(declaim (inline leaf-bytes))
+(defun leaf-bytes (tag)
+  "Bytes, tag included, of the leaf WINDOW-LEAF reads for the type tag TAG,
+or NIL if it reads none of that tag: NIL, T, or a number of fixed size, its
+tag and FIXED-PAYLOAD-BYTES."
+  ;; one table: as the tag's byte added to FIXED-PAYLOAD-BYTES, it cost
+  ;; WINDOW-SHORT-LIST a move before each load of a payload
+  (case tag
+    ((#.+tag-nil+ #.+tag-t+) 1)
+    ((#.+tag-uint8+ #.+tag-negint8+) 2)
+    (#.+tag-int16+ 3)
+    ((#.+tag-int32+ #.+tag-single-float+) 5)
+    ((#.+tag-int64+ #.+tag-double-float+ #.+tag-complex-single+) 9)
+    (#.+tag-complex-double+ 17)
+    (t nil)))
+
+(declaim (inline fixed-leaf-value))
+(defun fixed-leaf-value (sap q tag)
+  "The value of the leaf of fixed size that TAG begins, its payload at SAP+Q:
+NIL, T, an integer of one to eight bytes, or (for any other tag) a
+single-float."
+  (case tag
+    (#.+tag-nil+ nil)
+    (#.+tag-t+ t)
+    ;; each integer tag a clause of its own: the decoding folds to its load
+    (#.+tag-uint8+ (fixed-integer-value sap q +tag-uint8+))
+    (#.+tag-negint8+ (fixed-integer-value sap q +tag-negint8+))
+    (#.+tag-int16+ (fixed-integer-value sap q +tag-int16+))
+    (#.+tag-int32+ (fixed-integer-value sap q +tag-int32+))
+    (#.+tag-int64+ (fixed-integer-value sap q +tag-int64+))
+    (t (fixed-float-value sap q +tag-single-float+))))
+
+(declaim (inline box-bytes window-box))
+(defun box-bytes (tag)
+  "The bytes of a box of TAG, +TAG-DOUBLE-FLOAT+ or +TAG-COMPLEX-DOUBLE+."
+  (if (= tag +tag-double-float+) 9 17))
+
+(defun window-box (sap p end tag)
+  "If SAP+P (P below END) holds a box of TAG (a double-float, or a complex
+of two: see BOX-BYTES) whole in the window: a fresh box for it; otherwise
+NIL.  For the loops over runs of them: inlined with a constant TAG, its
+tests on TAG fold away; the loops count the boxes (from the bytes read, in
+a list) and give them their ids after (REGISTER-BOXES)."
+  (declare (type index p end) (type (unsigned-byte 8) tag))
+  (and (= (mem-u8 sap p) tag)
+       (<= (+ p (box-bytes tag)) end)
+       ;; a constant tag in each branch: the decoding folds to its loads
+       (if (= tag +tag-double-float+)
+           (fixed-float-value sap (+ p 1) +tag-double-float+)
+           (fixed-float-value sap (+ p 1) +tag-complex-double+))))
+
+(declaim (inline window-integer))
+(defun window-integer (sap p end)
+  "If SAP+P (P below END) holds an integer tag and its payload (none, or 1,
+2, 4 or 8 bytes), whole in the window, and its value is a fixnum: that
+value and its size in bytes; otherwise 0 and 0.  It reads nothing else and
+calls nothing, so the loops that inline it keep it in registers.  Returning a size
+rather than the offset after it lets them add it knowing the sum stays
+below END, with no test for NIL or check of type."
+  (declare (type index p end))
+  (let ((tag (mem-u8 sap p))
+        (room (- end p)))
+    (flet ((fits (size) (<= size room)))
+      (declare (inline fits))
+      (cond ((>= tag +first-small-int-tag+)
+             (values (small-int-value tag) 1))
+            ((and (= tag +tag-uint8+) (fits 2))
+             (values (fixed-integer-value sap (+ p 1) +tag-uint8+) 2))
+            ((and (= tag +tag-negint8+) (fits 2))
+             (values (fixed-integer-value sap (+ p 1) +tag-negint8+) 2))
+            ((and (= tag +tag-int16+) (fits 3))
+             (values (fixed-integer-value sap (+ p 1) +tag-int16+) 3))
+            ((and (= tag +tag-int32+) (fits 5))
+             (values (fixed-integer-value sap (+ p 1) +tag-int32+) 5))
+            ((and (= tag +tag-int64+) (fits 9))
+             ;; a fixnum, as every writer makes it: another value would
+             ;; need a bignum here, and the loops a GC barrier on each store
+             (let ((value (fixed-integer-value sap (+ p 1) +tag-int64+)))
+               (if (typep value 'fixnum)
+                   (values value 9)
+                   (values 0 0))))
+            (t (values 0 0))))))
+
+(declaim (inline window-single-float-p))
+(defun window-single-float-p (sap p end)
+  "True when SAP+P holds a single-float whole in the window (below END)."
+  (declare (type index p end))
+  (and (<= (+ p 5) end) (= (mem-u8 sap p) +tag-single-float+)))

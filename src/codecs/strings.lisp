@@ -231,6 +231,128 @@ time."
              (incf i))
     nil))
 
+;;; Reading from the window: short strings, for the loops over runs of
+;;; elements (src/codecs/runs.lisp) and for the readers of one string below.
+
+(defconstant +window-string-bytes+ 64
+  "The longest base string WINDOW-BASE-STRING reads.")
+
+;;; The two string readers are inline only in the loops over runs of
+;;; strings, through WINDOW-STRING (where a call and its spills cost as much
+;;; as a short string's own work), and called elsewhere: declared inline so
+;;; that their definitions are kept for that, then NOTINLINE after them.
+(declaim (inline window-ascii-string window-base-string))
+(defun window-ascii-string (rs p end)
+  "If the window holds at P (below END) the tag of a record whose payload
+is a count of fewer than +WINDOW-STRING-BYTES+ characters followed by them,
+all ASCII, in bytes the window holds in whole words: a new base string of
+them (charged, without an id) and the offset after it; otherwise NIL and
+NIL, having changed nothing but made a string no one sees.  The characters
+move a word at a time, the last word masked to the string's length (SBCL
+keeps the bytes after a base string's last character zero); the words'
+high bits, gathered as they move, say whether all were ASCII."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* (;; the window's address, taken here rather than passed: an
+         ;; address passed to a function not inline is boxed, which cost every
+         ;; element of the callers' loops 16 bytes of garbage
+         (sap (ibuf-sap (rs-ibuf rs)))
+         (n (if (< (+ p 1) end) (mem-u8 sap (+ p 1)) 128))
+         (from (+ p 2))
+         (words (ceiling n 8)))
+    (declare (type index n from words))
+    (if (or (>= n +window-string-bytes+)
+            (> (+ from (* 8 words)) end))
+        (values nil nil)
+        (let ((s (make-string n :element-type 'base-char))
+              (high 0)
+              (whole (floor n 8))
+              (k (logand n 7)))
+          (declare (type word high) (type index whole) (type (integer 0 7) k))
+          ;; every offset below is within the window, below END: an index
+          (dotimes (w whole)
+            (let ((word (mem-u64 sap (truly-the index (+ from (* 8 w))))))
+              (setf high (logior high word)
+                    (string-word s w) word)))
+          (unless (zerop k)
+            ;; the last word holds K characters
+            (let ((word (ldb (byte (* 8 k) 0)
+                             (mem-u64 sap (truly-the index (+ from (* 8 whole)))))))
+              (setf high (logior high word)
+                    (string-word s whole) word)))
+          (if (logtest high #x8080808080808080)
+              (values nil nil)
+              (progn (charge rs n)
+                     (values s (truly-the index (+ from n)))))))))
+
+(defun window-base-string (rs p end)
+  "If the window holds at P (below END) a base string WINDOW-ASCII-STRING
+reads: the new string, with its id, and the offset after it; otherwise NIL
+and NIL."
+  (declare (type restore-state rs) (type index p end) (inline window-ascii-string))
+  (multiple-value-bind (s next) (window-ascii-string rs p end)
+    (if next
+        (values (register rs s) next)
+        (values nil nil))))
+
+(declaim (notinline window-ascii-string window-base-string))
+
+(declaim (inline window-character-string))
+(defun window-character-string (rs p end)
+  "If the window holds at P (below END) a string of fewer than
++WINDOW-STRING-BYTES+ characters, whole (characters of one or two bytes of
+UTF-8 are decoded here; from the first wider one, DECODE-UTF8-WINDOW takes
+the rest): the new string (with its id) and the offset after it;
+otherwise NIL and NIL, having changed nothing but made a string no one
+sees (the general path reads longer forms, and signals what is wrong with
+bad ones).  The characters are checked as they are decoded, in one pass."
+  (declare (type restore-state rs) (type index p end) (optimize speed))
+  (let* (;; as in WINDOW-BASE-STRING, the address is not passed
+         (sap (ibuf-sap (rs-ibuf rs)))
+         (n (if (< (+ p 1) end) (mem-u8 sap (+ p 1)) 128))
+         (q (+ p 2)))
+    (declare (type index n q))
+    (if (>= n +window-string-bytes+)
+        (values nil nil)
+        (let ((s (make-string n)))
+          (dotimes (i n)
+            (let ((b (if (< q end) (mem-u8 sap q) #xFF)))
+              (cond ((< b #x80)
+                     (setf (schar s i) (code-char b)
+                           q (+ q 1)))
+                    ((and (<= #xC2 b #xDF) (< (+ q 1) end)
+                          (= (logand (mem-u8 sap (+ q 1)) #xC0) #x80))
+                     (setf (schar s i) (code-char (logior (ash (logand b #x1F) 6)
+                                                          (logand (mem-u8 sap (+ q 1))
+                                                                  #x3F)))
+                           q (+ q 2)))
+                    (t
+                     ;; a wider character (or a bad one): the rest by the
+                     ;; general decoder, in one call
+                     (multiple-value-bind (j next)
+                         (decode-utf8-window s i n (pointer-address sap) q end)
+                       (declare (type index j next))
+                       (unless (= j n)
+                         (return-from window-character-string (values nil nil)))
+                       (setf q next)
+                       (return))))))
+          (charge rs (* 4 n))
+          (values (register rs s) q)))))
+
+(declaim (notinline window-character-string))
+
+(declaim (inline string-tag-p))
+(defun string-tag-p (tag)
+  (or (= tag +tag-base-string+) (= tag +tag-string+)))
+
+(declaim (inline window-string))
+(defun window-string (rs tag p end)
+  "WINDOW-BASE-STRING or WINDOW-CHARACTER-STRING as TAG, a STRING-TAG-P tag,
+says, both inline: the one reader of the loops over runs of strings."
+  (declare (inline window-base-string window-character-string))
+  (if (= tag +tag-base-string+)
+      (window-base-string rs p end)
+      (window-character-string rs p end)))
+
 (defun take-window-ascii-string (rs)
   "The payload of the record whose tag was just consumed, when
 WINDOW-ASCII-STRING reads it from the window (the tag, at the position

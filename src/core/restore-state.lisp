@@ -1,7 +1,7 @@
 ;;;; What one RESTORE carries from object to object: the input buffer, the
 ;;;; vector of objects by id, the depth, the allocation allowance and the
-;;;; containers whose contents will arrive in FILL records.  Reading objects
-;;;; with it, which calls up into the decoder, is reading.lisp.
+;;;; containers whose contents will arrive in FILL records.  Reading an
+;;;; object with it, which calls up into the decoder, is reading.lisp.
 
 (in-package #:binstore)
 
