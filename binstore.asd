@@ -130,6 +130,20 @@ for other systems' files."
     :components ((:file "format/reference")
                  (:file "explain" :depends-on ("format/reference"))))))
 
+(defsystem "binstore/compression"
+  :description "zstd and LZ4 compression for binstore: STORE's :compression
+option, and RESTORE of compressed records, through libzstd and liblz4 (CFFI).
+binstore itself needs no C library; without this system it recognises
+compressed records and signals COMPRESSION-UNAVAILABLE."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore" "cffi")
+  :pathname "src/compression"
+  :components ((:file "ffi")
+               (:file "filters")
+               (:file "zstd" :depends-on ("ffi" "filters"))
+               (:file "lz4" :depends-on ("ffi" "filters"))
+               (:file "hook" :depends-on ("zstd" "lz4"))))
+
 (defsystem "binstore/fuzz"
   :description "Mutation fuzzer for binstore's restore side."
   :around-compile call-with-quiet-binstore-compilation
