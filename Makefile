@@ -18,10 +18,14 @@ MODES     ?=
 
 .PHONY: test quiet-build check-layers bench bench-memory readme-results fuzz deps bench-deps clean
 
-# Debian packages: fiveam for tests, gnuplot for the plot.  Installed only
-# when missing; as root directly, otherwise through sudo.
+# Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
+# libraries for binstore/compression (which the tests load); gnuplot for the
+# plot, the zstd and lz4 tools for the compression benchmark.  Installed
+# only when missing; as root directly, otherwise through sudo.
 deps:
-	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam
+	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam \
+	  cl-cffi:/usr/share/common-lisp/source/cl-cffi/cffi.asd \
+	  libzstd1:'/usr/lib/*/libzstd.so.1' liblz4-1:'/usr/lib/*/liblz4.so.1'
 
 bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot

@@ -154,7 +154,7 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
 (defsystem "binstore/tests"
   :description "FiveAM test suite for binstore."
   :around-compile call-with-quiet-binstore-compilation
-  :depends-on ("binstore" "binstore/fuzz" "fiveam")
+  :depends-on ("binstore" "binstore/compression" "binstore/fuzz" "fiveam")
   :pathname "tests"
   :components ((:file "package")
                (:file "compare" :depends-on ("package" "generator"))
@@ -175,7 +175,8 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "defaults" :depends-on ("compare" "places"))
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package"))
-               (:file "sinks" :depends-on ("compare")))
+               (:file "sinks" :depends-on ("compare"))
+               (:file "compression" :depends-on ("compare" "generator" "places")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))

@@ -15,6 +15,14 @@
 
 (in-package #:binstore)
 
+(define-global **contexts-held** (list 0)
+  "In its CAR, the number of C contexts made by the filters and not yet
+freed, in every thread: for tests, which check that none is left behind.")
+
+(defun compression-contexts-held ()
+  "The number of C contexts the compression filters hold now."
+  (car **contexts-held**))
+
 (defstruct (context-cell (:constructor make-context-cell ()))
   "Holds a filter's C context, POINTER (or NIL when there is none), and the
 function that frees it.  The filter's finalizer refers to the cell, never
@@ -28,7 +36,8 @@ to the filter."
     (let ((pointer (context-cell-pointer cell)))
       (when pointer
         (setf (context-cell-pointer cell) nil)
-        (funcall (context-cell-free cell) pointer))))
+        (funcall (context-cell-free cell) pointer)
+        (atomic-incf (car **contexts-held**) -1))))
   nil)
 
 (defun fill-cell (owner cell create free)
@@ -39,7 +48,8 @@ filter, becomes garbage.  Return the pointer."
   (without-interrupts
     (let ((pointer (funcall create)))
       (setf (context-cell-free cell) free
-            (context-cell-pointer cell) pointer)))
+            (context-cell-pointer cell) pointer)
+      (atomic-incf (car **contexts-held**))))
   (call-when-collected owner (lambda () (release-cell cell)))
   (context-cell-pointer cell))
 
