@@ -190,3 +190,11 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "peers" :depends-on ("datasets"))
                (:file "bench" :depends-on ("datasets" "peers"))
                (:file "fresh-memory" :depends-on ("bench"))))
+
+(defsystem "binstore/bench-compression"
+  :description "binstore's zstd and LZ4 against its plain output piped through
+the zstd and lz4 tools, on some of the standard data sets."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore/bench" "binstore/compression")
+  :pathname "bench"
+  :components ((:file "compression")))

@@ -10,7 +10,7 @@
 (defpackage #:binstore-tools
   (:use #:common-lisp)
   (:export #:run-tests #:check-quiet-build #:run-bench #:run-memory-bench
-           #:update-readme-results #:run-fuzz))
+           #:run-compression-bench #:update-readme-results #:run-fuzz))
 
 (in-package #:binstore-tools)
 
@@ -85,6 +85,17 @@ against memcpy and fresh memory; print the table and write it to
 bench/results/fresh-memory.md."
   (asdf:load-system "binstore/bench")
   (uiop:symbol-call :binstore-bench :fresh-memory-report)
+  (uiop:quit 0))
+
+(defun run-compression-bench (&key (datasets ""))
+  "Run bench/compression.lisp on DATASETS (space-separated names; empty: its
+default ones): binstore's zstd and LZ4 against the zstd and lz4 tools; print
+the table and write bench/results/compression.md."
+  (asdf:load-system "binstore/bench-compression")
+  (let ((names (split-words datasets)))
+    (if names
+        (uiop:symbol-call :binstore-bench :compression-report :datasets names)
+        (uiop:symbol-call :binstore-bench :compression-report)))
   (uiop:quit 0))
 
 (defparameter *results-begin* "<!-- results: begin (make readme-results) -->"
