@@ -14,10 +14,10 @@
 ;;;;   binstore zstd -N   (store nil data :compression '(:zstd :level N)),
 ;;;;                      (restore compressed)
 ;;;;   binstore lz4       (store nil data :compression :lz4) (level 0)
-;;;;   plain | zstd -N    (store nil data), its octets written to `zstd -N -c`
+;;;;   zstd tool -N       (store nil data), its octets written to `zstd -N -c`
 ;;;;                      through a pipe and its output read back; then
 ;;;;                      `zstd -d -c` the same way and RESTORE of its output
-;;;;   plain | lz4        the same through `lz4 -c` (level 1) and `lz4 -d -c`
+;;;;   lz4 tool           the same through `lz4 -c` (level 1) and `lz4 -d -c`
 ;;;; The tools' times include starting the process (about a millisecond).
 ;;;; Each round trip is checked once.  Results go to stdout and to
 ;;;; bench/results/compression.md.
@@ -89,9 +89,9 @@ compressed octets, and a function of those octets returning the data."
           (ours "binstore zstd -3" '(:zstd :level 3))
           (ours "binstore zstd -9" '(:zstd :level 9))
           (ours "binstore lz4" :lz4)
-          (tool "plain | zstd -1" "zstd" '("-1" "-c" "-q"))
-          (tool "plain | zstd -3" "zstd" '("-3" "-c" "-q"))
-          (tool "plain | lz4" "lz4" '("-1" "-c" "-q")))))
+          (tool "zstd tool -1" "zstd" '("-1" "-c" "-q"))
+          (tool "zstd tool -3" "zstd" '("-3" "-c" "-q"))
+          (tool "lz4 tool" "lz4" '("-1" "-c" "-q")))))
 
 (defun compression-rows (name)
   "The rows of data set NAME: (dataset way bytes store-seconds restore-seconds check)."

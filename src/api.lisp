@@ -279,17 +279,41 @@ binstore's header costs one comparison of that byte."
              (= first (ldb (byte 8 0) +lz4-frame-magic+)))
          (frame-magic-at ib))))
 
+(defun note-frame-offset (condition ib method frame-offset)
+  "CONDITION, a RESTORE-ERROR signalled while the METHOD frame at
+FRAME-OFFSET of IB's place was being read, takes the offset in the place
+where the frame is being read (IB's), so that every offset counts bytes of
+the place; one about the decompressed bytes (its offset is not that one)
+says in its message where in them it was found.  Done in place, so that
+the restarts of the condition stay with it."
+  (let ((inner (restore-error-offset condition))
+        (here (ibuf-offset ib)))
+    (unless (or (null inner) (eql inner here))
+      (setf (slot-value condition 'offset) here)
+      (when (binstore-error-message condition)
+        (setf (slot-value condition 'message)
+              (format nil "~a (at byte ~d of what the ~(~a~) frame at byte ~d decompresses to)"
+                      (binstore-error-message condition) inner method frame-offset))))))
+
 (defun call-with-decompressing-ibuf (ib method limit fn)
   "Call FN with an IBUF over the decompressed bytes of the METHOD frame at
 IB's position, at most LIMIT of them (NIL: no limit: the allowance of
 MAX-TO-READ counts decompressed bytes); return FN's values.  IB is left
 just after the compressed bytes the decompressor used, all of the frame's
-once FN has read to the end of the IBUF it was given.  The decompressor's
-C context is freed however FN exits."
-  (let* ((hook (compression-hook method :restore))
-         (source nil))
+once FN has read to the end of the IBUF it was given.  A RESTORE-ERROR
+signalled meanwhile carries the offset in IB's place where the frame was
+being read (NOTE-FRAME-OFFSET).  The decompressor's C context is freed
+however FN exits."
+  (let ((hook (compression-hook method :restore))
+        (frame-offset (ibuf-offset ib))
+        (noted '())
+        (source nil))
     (unwind-protect
-         (progn
+         (handler-bind ((restore-error
+                          (lambda (condition)
+                            (unless (member condition noted)
+                              (push condition noted)
+                              (note-frame-offset condition ib method frame-offset)))))
            (setf source (funcall hook :source method (make-ibuf-source ib)))
            (call-with-byte-source-ibuf source limit fn))
       (when source
@@ -581,10 +605,10 @@ RESTORE-LIMIT-EXCEEDED, MISSING-PACKAGE, MISSING-SYMBOL, MISSING-CLASS or
 MISSING-SLOT (with restarts), BINSTORE-FILE-ERROR, or
 COMPRESSION-UNAVAILABLE for compressed input without binstore/compression
 loaded.  Offsets count bytes from where the restore began: the start of a
-vector or file, the stream's position; inside a compressed record, a
-malformed frame is reported at the offset of the compressed bytes being
-read, and what is wrong with the record it holds at the offset in its
-decompressed bytes."
+vector or file, the stream's position; inside a compressed record, the
+offset of the compressed bytes being read when the problem was found (a
+problem with the record the frame holds also says, in its message, where
+in the decompressed bytes)."
   (flet ((restore-from (ib)
            (restore-record ib max-to-read max-depth intern-symbols require-header
                            eof-error-p eof-value)))

@@ -405,20 +405,22 @@ the condition signalled."
                   (if (same-data-p *damage-datum* value) :same :other-data))
     (error (c) c)))
 
-(defun outcome-acceptable-p (outcome method &key (same-ok t))
-  "True when OUTCOME, of damaged METHOD input, is what binstore promises:
-INVALID-INPUT or RESTORE-LIMIT-EXCEEDED, with an offset, or (SAME-OK) the
+(defun outcome-acceptable-p (outcome method &key (same-ok t) (length most-positive-fixnum))
+  "True when OUTCOME, of damaged METHOD input of LENGTH bytes, is what
+binstore promises: INVALID-INPUT or RESTORE-LIMIT-EXCEEDED, with an offset
+in the input, or (SAME-OK) the
 very data, when the damage hit nothing that matters (a bit of the frame
 header that only sizes a window).  For zstd, whose frames are checked by
 one checksum at their end, the damage may also reach the decoder before,
 which then refuses it with the RESTORE-ERROR that data calls for
 (MISSING-PACKAGE, MISSING-SYMBOL): still a BINSTORE-ERROR with an offset."
-  (typecase outcome
-    (binstore:invalid-input (integerp (binstore:restore-error-offset outcome)))
-    (binstore:restore-limit-exceeded (integerp (binstore:limit-exceeded-offset outcome)))
-    ((or binstore:missing-package binstore:missing-symbol)
-     (and (eq method :zstd) (integerp (binstore:restore-error-offset outcome))))
-    (t (and same-ok (eq outcome :same)))))
+  (flet ((in-input-p (offset) (typep offset `(integer 0 ,length))))
+    (typecase outcome
+      (binstore:invalid-input (in-input-p (binstore:restore-error-offset outcome)))
+      (binstore:restore-limit-exceeded (in-input-p (binstore:limit-exceeded-offset outcome)))
+      ((or binstore:missing-package binstore:missing-symbol)
+       (and (eq method :zstd) (in-input-p (binstore:restore-error-offset outcome))))
+      (t (and same-ok (eq outcome :same))))))
 
 (defun check-damage (method label variants &key (same-ok t))
   "One check: every octet vector of VARIANTS, a list of (position octets),
@@ -427,7 +429,8 @@ restores acceptably; failures are shown by position."
     (loop for (position octets) in variants
           do (let ((outcome (restore-outcome octets)))
                (incf (gethash (if (typep outcome 'condition) (type-of outcome) outcome) kinds 0))
-               (unless (outcome-acceptable-p outcome method :same-ok same-ok)
+               (unless (outcome-acceptable-p outcome method :same-ok same-ok
+                                                            :length (length octets))
                  (push (list position (if (typep outcome 'condition)
                                           (format nil "~s: ~a" (type-of outcome) outcome)
                                           outcome))
@@ -493,7 +496,7 @@ the splice gives back one of the frames whole, that frame's data."
                                         :same
                                         :other-data))
                                 (error (c) c))))
-                 (unless (outcome-acceptable-p outcome method)
+                 (unless (outcome-acceptable-p outcome method :length (length octets))
                    (push (list label outcome) bad)))))
         (loop for cut from 1 below (min (length a) (length b))
               do (check (list :head-tail cut) (concatenate '(vector (unsigned-byte 8))
@@ -551,6 +554,25 @@ a sweep of corrupted frames."
             (restore-outcome copy)
             (restore-outcome (subseq octets 0 i))))))
     (is (= held (contexts-held)))))
+
+(test offsets-inside-frames-count-bytes-of-the-place
+  "What is wrong with the record a frame holds is reported at the offset in
+the place where the frame was being read, the decompressed offset in the
+message."
+  (let ((bad (simple-octets (append (coerce (binstore:store nil 1) 'list) '(#x3F)))))
+    (dolist (make-sink (list #'binstore:make-zstd-sink #'binstore:make-lz4-sink))
+      (let* ((sink (funcall make-sink (binstore:make-octets-sink)))
+             (frame (progn (binstore:sink-write sink bad 0 (length bad))
+                           (simple-octets (binstore:sink-finish sink))))
+             (place (concatenate '(vector (unsigned-byte 8)) (binstore:store nil :first) frame)))
+        ;; one record, then a frame whose record is followed by a stray byte
+        (signals binstore:invalid-input (binstore:restore frame))
+        (handler-case (progn (binstore:map-stored-objects #'identity place)
+                             (fail "no condition"))
+          (binstore:invalid-input (c)
+            (is (<= (- (length place) (length frame)) (binstore:restore-error-offset c)
+                    (length place)))
+            (is (search "decompresses to" (princ-to-string c)))))))))
 
 (test ibuf-source-reads-what-follows
   "The source a restore gives a decompressor reads the rest of the place."

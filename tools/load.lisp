@@ -133,6 +133,9 @@ written beside the old one and renamed over it."
       (format t "~&README.md: results table from ~A~%" (namestring summary)))))
 
 (defun run-fuzz (seconds)
-  "Run the mutation fuzzer for SECONDS; exit non-zero when it found failures."
+  "Run the mutation fuzzer for SECONDS; exit non-zero when it found failures.
+binstore/compression is loaded too, so that compressed records are in the
+corpus."
+  (asdf:load-system "binstore/compression")
   (asdf:load-system "binstore/fuzz")
   (uiop:quit (if (uiop:symbol-call :binstore-fuzz :fuzz :seconds seconds) 0 1)))
