@@ -459,6 +459,7 @@ its top-level objects; return their number."
     (prog1 (read-record rs fn :require-header require-header :max-count max-count)
       (finish-restore-state rs))))
 
+(declaim (inline restore-values))      ; RESTORE's path is as it was without compression
 (defun restore-values (ib max-to-read max-depth intern-symbols require-header)
   "The values of the record at IB's position (SKIP-TO-RECORD found one)."
   (let ((first nil) (others '()) (count 0))
