@@ -7,6 +7,8 @@
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
 #   make bench-memory         restores of the array sets against fresh memory
+#   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
+#                             tools (DATASETS="people" for part of it)
 #   make readme-results       put the last make bench's table in README.md
 #   make bench DATASETS="tiny-integers people" MODES="none refs"
 #   make bench PEERS=dir      peers' sources (default ../shared/peers-src when
@@ -39,13 +41,18 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test quiet-build check-layers bench bench-memory readme-results fuzz deps bench-deps clean
+.PHONY: test quiet-build check-layers bench bench-memory bench-compression readme-results fuzz deps bench-deps clean
 
-# Debian packages: fiveam for tests, gnuplot for the plot, the peers'
-# dependencies when the peers' sources are there.  Installed only when
-# missing; as root directly, otherwise through sudo.
+# Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
+# libraries for binstore/compression (which the tests load), and the zstd
+# and lz4 tools the tests check its frames against; gnuplot for the plot,
+# the peers' dependencies when the peers' sources are there.  Installed
+# only when missing; as root directly, otherwise through sudo.
 deps:
-	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam
+	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam \
+	  cl-cffi:/usr/share/common-lisp/source/cl-cffi/cffi.asd \
+	  libzstd1:'/usr/lib/*/libzstd.so.1' liblz4-1:'/usr/lib/*/liblz4.so.1' \
+	  zstd:zstd lz4:lz4
 
 bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
@@ -75,6 +82,10 @@ bench: bench-deps
 
 bench-memory: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'
+
+bench-compression: deps
+	$(SBCL_RUN) --load tools/load.lisp \
+	  --eval '(binstore-tools:run-compression-bench :datasets "$(DATASETS)")'
 
 readme-results:
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:update-readme-results)'

@@ -136,6 +136,20 @@ for other systems' files."
     :components ((:file "format/reference")
                  (:file "explain" :depends-on ("format/reference"))))))
 
+(defsystem "binstore/compression"
+  :description "zstd and LZ4 compression for binstore: STORE's :compression
+option, and RESTORE of compressed records, through libzstd and liblz4 (CFFI).
+binstore itself needs no C library; without this system it recognises
+compressed records and signals COMPRESSION-UNAVAILABLE."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore" "cffi")
+  :pathname "src/compression"
+  :components ((:file "ffi")
+               (:file "filters")
+               (:file "zstd" :depends-on ("ffi" "filters"))
+               (:file "lz4" :depends-on ("ffi" "filters"))
+               (:file "hook" :depends-on ("zstd" "lz4"))))
+
 (defsystem "binstore/fuzz"
   :description "Mutation fuzzer for binstore's restore side."
   :around-compile call-with-quiet-binstore-compilation
@@ -146,7 +160,7 @@ for other systems' files."
 (defsystem "binstore/tests"
   :description "FiveAM test suite for binstore."
   :around-compile call-with-quiet-binstore-compilation
-  :depends-on ("binstore" "binstore/fuzz" "fiveam")
+  :depends-on ("binstore" "binstore/compression" "binstore/fuzz" "fiveam")
   :pathname "tests"
   :components ((:file "package")
                (:file "compare" :depends-on ("package" "generator"))
@@ -167,7 +181,8 @@ for other systems' files."
                (:file "defaults" :depends-on ("compare" "places"))
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package"))
-               (:file "sinks" :depends-on ("compare")))
+               (:file "sinks" :depends-on ("compare"))
+               (:file "compression" :depends-on ("compare" "generator" "places")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
@@ -181,3 +196,11 @@ for other systems' files."
                (:file "peers" :depends-on ("datasets"))
                (:file "bench" :depends-on ("datasets" "peers"))
                (:file "fresh-memory" :depends-on ("bench"))))
+
+(defsystem "binstore/bench-compression"
+  :description "binstore's zstd and LZ4 against its plain output piped through
+the zstd and lz4 tools, on some of the standard data sets."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore/bench" "binstore/compression")
+  :pathname "bench"
+  :components ((:file "compression")))

@@ -23,11 +23,12 @@ length."
                             (output-end-marker *output-end-marker*)
                             (max-depth *max-depth*)
                             (store-class-slots *store-class-slots*)
-                            max-to-write)
+                            max-to-write compression)
   "Write one record to OB: DATA (or, with AS-SEPARATE-OBJECTS, each element
 of the list DATA).  Takes every keyword argument of STORE, to be applied to
-them as they are; MAX-TO-WRITE is OB's business."
-  (declare (ignore max-to-write))
+them as they are; MAX-TO-WRITE and COMPRESSION are the business of OB's
+maker."
+  (declare (ignore max-to-write compression))
   (let ((count (if as-separate-objects (check-separate-objects data) 1))
         (ss (make-store-state ob :track track-references
                                  :lists support-shared-list-structures
@@ -178,6 +179,146 @@ through (SBCL's bivalent streams take octets too)."
                                  streams of (unsigned-byte 8)"
                             (brief stream) (eq direction :output)))))
 
+;;; Compression -------------------------------------------------------------
+;;;
+;;; The compressors live in the system binstore/compression (src/compression/),
+;;; which binds libzstd and liblz4 and, when loaded, sets *COMPRESSION-HOOK*;
+;;; binstore itself needs no C library.  It only recognises a compressed
+;;; record by its first four bytes, the frame magic of zstd (28 B5 2F FD) or
+;;; of LZ4 (04 22 4D 18), neither of which begins a sequence of binstore
+;;; records: a record with the header begins with #x24, and without it #x28
+;;; (no tracking) would be followed by the integer 69 (#xB5) and a record
+;;; beginning with #x2F, which is no tag; #x04 (a cons) by #x22, FILL, which
+;;; no object begins with.  A compressed record is one frame (STORE writes
+;;; one per record), so records compressed or not follow each other in any
+;;; order in one place, and each is recognised where it begins.
+
+(defconstant +zstd-frame-magic+ #xFD2FB528
+  "The zstd frame magic, 28 B5 2F FD, read as a little-endian 32-bit word.")
+
+(defconstant +lz4-frame-magic+ #x184D2204
+  "The LZ4 frame magic, 04 22 4D 18, read as a little-endian 32-bit word.")
+
+(defvar *compression-hook* nil
+  "NIL while the system binstore/compression is not loaded (binding it to NIL
+makes binstore behave as without it); then the function, set by that
+system, through which binstore compresses and decompresses:
+- (funcall hook :sink METHOD ARGUMENTS INNER) returns a byte sink that
+  compresses the bytes it is given into one METHOD (:zstd or :lz4) frame
+  and gives the result to the byte sink INNER.  ARGUMENTS is the property
+  list after the method in a :COMPRESSION list (NIL for a bare keyword);
+  STORE-ERROR when it is not one the compressor accepts.
+- (funcall hook :source METHOD INNER) returns a byte source giving the
+  decompressed bytes of the one METHOD frame at the start of INNER, an
+  IBUF-SOURCE, of which it consumes exactly the frame's bytes (so what
+  follows the frame stays in place).  Malformed, truncated or corrupt
+  frames signal INVALID-INPUT with the offset in INNER's place.
+- (funcall hook :release OBJECT) frees at once what a sink or source it made
+  holds outside the heap, if it still does.  Never signals.")
+
+(defun compression-hook (method direction)
+  "The *COMPRESSION-HOOK*, or COMPRESSION-UNAVAILABLE for METHOD when there
+is none, its message saying why it was needed: DIRECTION :STORE or
+:RESTORE."
+  (or *compression-hook*
+      (error 'compression-unavailable
+             :method method
+             :message (format nil "~:[storing with :compression ~(~s~)~;the record is ~
+                                   ~(~a~)-compressed (it begins with the frame magic ~a), and ~
+                                   reading it~] needs the system binstore/compression, which is ~
+                                   not loaded: (asdf:load-system \"binstore/compression\")"
+                              (eq direction :restore) method
+                              (if (eq method :zstd) "28 B5 2F FD" "04 22 4D 18")))))
+
+(defun compression-method (compression)
+  "The method (:ZSTD or :LZ4) and the property list of arguments of
+COMPRESSION, a non-NIL value of STORE's :COMPRESSION; STORE-ERROR when it
+is neither a method nor a list of a method and an even number of
+elements."
+  (multiple-value-bind (method arguments)
+      (if (consp compression)
+          (values (car compression) (cdr compression))
+          (values compression nil))
+    (let ((length (handler-case (list-length arguments) (type-error () nil))))
+      (unless (and (member method '(:zstd :lz4)) length (evenp length))
+        (error 'store-error
+               :message (format nil ":compression must be NIL, :zstd, :lz4, or a list such as ~
+                                     (:zstd :level 9 :workers 2) or (:lz4 :level 9), not ~a"
+                                (brief compression)))))
+    (values method arguments)))
+
+(defun call-with-compressing-obuf (ob compression limit fn)
+  "Call FN with an OBUF whose bytes, at most LIMIT of them (NIL: no limit),
+are compressed as COMPRESSION (a non-NIL value of STORE's :COMPRESSION)
+says, into one frame written to OB, ended when FN returns.  The
+compressor's C context is freed however FN exits."
+  (multiple-value-bind (method arguments) (compression-method compression)
+    (let ((sink (funcall (compression-hook method :store) :sink method arguments
+                        (make-obuf-sink ob))))
+      (call-with-byte-sink-obuf sink limit fn))))
+
+(defun frame-magic-at (ib)
+  "The compression whose frame magic the four bytes at IB's position are,
+or NIL; fewer than four bytes left is NIL.  Reads more bytes as the
+decoder would, never signalling."
+  (when (and (< (available ib) 4) (ibuf-refill-fn ib))
+    (funcall (ibuf-refill-fn ib) ib 4))
+  (and (>= (available ib) 4)
+       (case (mem-u32 (ibuf-sap ib) (ibuf-pos ib))
+         (#.+zstd-frame-magic+ :zstd)
+         (#.+lz4-frame-magic+ :lz4))))
+
+(declaim (inline compression-at))
+(defun compression-at (ib)
+  "The compression (:ZSTD or :LZ4) of the frame beginning at IB's position,
+where SKIP-TO-RECORD has just found a record (so its first byte is in the
+window), or NIL for a record that is not compressed.  A record with
+binstore's header costs one comparison of that byte."
+  (let ((first (mem-u8 (ibuf-sap ib) (ibuf-pos ib))))
+    (and (or (= first (ldb (byte 8 0) +zstd-frame-magic+))
+             (= first (ldb (byte 8 0) +lz4-frame-magic+)))
+         (frame-magic-at ib))))
+
+(defun note-frame-offset (condition ib method frame-offset)
+  "CONDITION, a RESTORE-ERROR signalled while the METHOD frame at
+FRAME-OFFSET of IB's place was being read, takes the offset in the place
+where the frame is being read (IB's), so that every offset counts bytes of
+the place; one about the decompressed bytes (its offset is not that one)
+says in its message where in them it was found.  Done in place, so that
+the restarts of the condition stay with it."
+  (let ((inner (restore-error-offset condition))
+        (here (ibuf-offset ib)))
+    (unless (or (null inner) (eql inner here))
+      (setf (slot-value condition 'offset) here)
+      (when (binstore-error-message condition)
+        (setf (slot-value condition 'message)
+              (format nil "~a (at byte ~d of what the ~(~a~) frame at byte ~d decompresses to)"
+                      (binstore-error-message condition) inner method frame-offset))))))
+
+(defun call-with-decompressing-ibuf (ib method limit fn)
+  "Call FN with an IBUF over the decompressed bytes of the METHOD frame at
+IB's position, at most LIMIT of them (NIL: no limit: the allowance of
+MAX-TO-READ counts decompressed bytes); return FN's values.  IB is left
+just after the compressed bytes the decompressor used, all of the frame's
+once FN has read to the end of the IBUF it was given.  A RESTORE-ERROR
+signalled meanwhile carries the offset in IB's place where the frame was
+being read (NOTE-FRAME-OFFSET).  The decompressor's C context is freed
+however FN exits."
+  (let ((hook (compression-hook method :restore))
+        (frame-offset (ibuf-offset ib))
+        (noted '())
+        (source nil))
+    (unwind-protect
+         (handler-bind ((restore-error
+                          (lambda (condition)
+                            (unless (member condition noted)
+                              (push condition noted)
+                              (note-frame-offset condition ib method frame-offset)))))
+           (setf source (funcall hook :source method (make-ibuf-source ib)))
+           (call-with-byte-source-ibuf source limit fn))
+      (when source
+        (funcall hook :release source)))))
+
 ;;; Store ---------------------------------------------------------------------
 
 (defun store (place data &rest options
@@ -188,7 +329,8 @@ through (SBCL's bivalent streams take octets too)."
                               (output-end-marker *output-end-marker*)
                               (max-to-write *max-to-write*)
                               (max-depth *max-depth*)
-                              (store-class-slots *store-class-slots*))
+                              (store-class-slots *store-class-slots*)
+                              (compression *compression*))
   "Store DATA in PLACE as one record, which one RESTORE reads back.
 
 PLACE is
@@ -215,44 +357,58 @@ as multiple values, MAP-STORED-OBJECTS one by one.  The other keywords
 override the special variables of the same names, whose documentation
 says what each does: TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES,
 OUTPUT-MAGIC-NUMBER, OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH,
-STORE-CLASS-SLOTS.
+STORE-CLASS-SLOTS, COMPRESSION.
+
+With COMPRESSION (see *COMPRESSION*), the record is compressed into one
+zstd or LZ4 frame, which goes to PLACE as the record would, and STORE
+returns what it would; MAX-TO-WRITE then bounds the compressed bytes.
 
 Signals UNSTORABLE-OBJECT (with the path to the object), CIRCULAR-LIST,
-STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR or STORE-ERROR."
+STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR, STORE-ERROR, or
+COMPRESSION-UNAVAILABLE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots))
   (declare (dynamic-extent options))
   ;; The closures are only called, never kept: on the stack, they cost the
   ;; heap nothing (see store-state.lisp).
-  (flet ((encode-to (ob)
+  (flet ((encode-plain (ob)
            (apply #'encode ob data options)))
-    (declare (dynamic-extent #'encode-to))
-    (flet ((store-under (limit)
-             (cond ((null place)
-                    (flet ((encode-to-vector (ob)
-                             (encode-to ob)
-                             (region-to-vector ob)))
-                      (declare (dynamic-extent #'encode-to-vector))
-                      (call-with-region-obuf limit #'encode-to-vector)))
-                   ((and (octet-vector-p place) (array-has-fill-pointer-p place))
-                    (store-into-vector place limit #'encode-to))
-                   ((octet-vector-p place)
-                    (store-into-fixed-vector place limit #'encode-to))
-                   ((or (stringp place) (pathnamep place))
-                    (store-into-file place limit #'encode-to))
-                   ((and (streamp place) (output-stream-p place))
-                    (check-binary-stream place :output)
-                    (call-with-stream-obuf place limit #'encode-to)
-                    place)
-                   ((typep place 'byte-sink)
-                    (call-with-byte-sink-obuf place limit #'encode-to))
-                   (t (error 'store-error
-                             :message (format nil "cannot store to ~a: expected NIL, an octet ~
-                                                   vector, a file name, a binary output stream ~
-                                                   or a byte sink"
-                                              (brief place)))))))
-      (declare (dynamic-extent #'store-under))
-      (call-with-write-limit max-to-write options #'store-under))))
+    (declare (dynamic-extent #'encode-plain))
+    (flet ((encode-to (ob)
+             (if compression
+                 ;; the runaway bound, when it is the limit, bounds the
+                 ;; record before compression too
+                 (call-with-compressing-obuf ob compression
+                                             (and (null max-to-write) (obuf-limit ob))
+                                             #'encode-plain)
+                 (encode-plain ob))))
+      (declare (dynamic-extent #'encode-to))
+      (flet ((store-under (limit)
+               (cond ((null place)
+                      (flet ((encode-to-vector (ob)
+                               (encode-to ob)
+                               (region-to-vector ob)))
+                        (declare (dynamic-extent #'encode-to-vector))
+                        (call-with-region-obuf limit #'encode-to-vector)))
+                     ((and (octet-vector-p place) (array-has-fill-pointer-p place))
+                      (store-into-vector place limit #'encode-to))
+                     ((octet-vector-p place)
+                      (store-into-fixed-vector place limit #'encode-to))
+                     ((or (stringp place) (pathnamep place))
+                      (store-into-file place limit #'encode-to))
+                     ((and (streamp place) (output-stream-p place))
+                      (check-binary-stream place :output)
+                      (call-with-stream-obuf place limit #'encode-to)
+                      place)
+                     ((typep place 'byte-sink)
+                      (call-with-byte-sink-obuf place limit #'encode-to))
+                     (t (error 'store-error
+                               :message (format nil "cannot store to ~a: expected NIL, an octet ~
+                                                     vector, a file name, a binary output stream ~
+                                                     or a byte sink"
+                                                (brief place)))))))
+        (declare (dynamic-extent #'store-under))
+        (call-with-write-limit max-to-write options #'store-under)))))
 
 (defun store-to-sap (sap size data &rest options
                                    &key (track-references *track-references*)
@@ -263,7 +419,8 @@ STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR or STORE-ERROR."
                                         (output-end-marker *output-end-marker*)
                                         (max-to-write *max-to-write*)
                                         (max-depth *max-depth*)
-                                        (store-class-slots *store-class-slots*))
+                                        (store-class-slots *store-class-slots*)
+                                        (compression *compression*))
   "Store DATA as one record in the SIZE bytes of raw memory at SAP; return
 the number of bytes written.  When they do not suffice, OUT-OF-SPACE is
 signalled with the restart USE-LARGER-SPACE (new-sap new-size), which
@@ -272,13 +429,19 @@ and other conditions as for STORE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots))
   (declare (dynamic-extent options))
-  (flet ((store-under (limit)
-           (let ((ob (make-fixed-obuf (pointer-address sap) size limit :kind :sap)))
-             (declare (dynamic-extent ob)) ; see store-state.lisp
-             (apply #'encode ob data options)
-             (obuf-total ob))))
-    (declare (dynamic-extent #'store-under))
-    (call-with-write-limit max-to-write options #'store-under)))
+  (flet ((encode-plain (ob)
+           (apply #'encode ob data options)))
+    (declare (dynamic-extent #'encode-plain))
+    (flet ((store-under (limit)
+             (let ((ob (make-fixed-obuf (pointer-address sap) size limit :kind :sap)))
+               (declare (dynamic-extent ob)) ; see store-state.lisp
+               (if compression
+                   (call-with-compressing-obuf ob compression (and (null max-to-write) limit)
+                                               #'encode-plain)
+                   (encode-plain ob))
+               (obuf-total ob))))
+      (declare (dynamic-extent #'store-under))
+      (call-with-write-limit max-to-write options #'store-under))))
 
 ;;; Restore -------------------------------------------------------------------
 
@@ -296,29 +459,61 @@ its top-level objects; return their number."
     (prog1 (read-record rs fn :require-header require-header :max-count max-count)
       (finish-restore-state rs))))
 
+(declaim (inline restore-values))      ; RESTORE's path is as it was without compression
+(defun restore-values (ib max-to-read max-depth intern-symbols require-header)
+  "The values of the record at IB's position (SKIP-TO-RECORD found one)."
+  (let ((first nil) (others '()) (count 0))
+    (declare (type index count))
+    (flet ((collect (object)
+             (if (zerop count)
+                 (setf first object)
+                 (push object others))
+             (incf count)))
+      (declare (dynamic-extent #'collect))
+      (decode-record ib #'collect max-to-read max-depth intern-symbols require-header
+                     +max-values+))
+    (case count
+      (1 first)
+      (0 (values))
+      (t (values-list (cons first (nreverse others)))))))
+
+(defun restore-compressed-values (ib method max-to-read max-depth intern-symbols require-header)
+  "The values of the record compressed in the METHOD frame at IB's
+position, which is read to its end (its checksum checked, IB left after
+it).  A frame that holds no record, or more than one, is INVALID-INPUT:
+STORE writes one record per frame."
+  (flet ((restore-frame (inner)
+           (unless (skip-to-record inner)
+             (error 'invalid-input :offset (ibuf-offset inner)
+                                   :message (format nil "the ~(~a~) frame holds no record" method)
+                                   :expected "a record"))
+           (multiple-value-prog1
+               (restore-values inner max-to-read max-depth intern-symbols require-header)
+             (when (skip-to-record inner)
+               (error 'invalid-input
+                      :offset (ibuf-offset inner)
+                      :message (format nil "the ~(~a~) frame holds more than one record ~
+                                            (read them with MAP-STORED-OBJECTS)"
+                                       method)
+                      :expected "the end of the frame")))))
+    (declare (dynamic-extent #'restore-frame))
+    (call-with-decompressing-ibuf ib method max-to-read #'restore-frame)))
+
 (defun restore-record (ib max-to-read max-depth intern-symbols require-header
                        eof-error-p eof-value)
   "RESTORE's work on any source: the values of the record at IB's position,
-or EOF-VALUE (or END-OF-DATA) when there is none."
+decompressed when it is a zstd or LZ4 frame, or EOF-VALUE (or END-OF-DATA)
+when there is none."
   (if (not (skip-to-record ib))
       (if eof-error-p
           (error 'end-of-data :offset (ibuf-offset ib)
                               :message "no data left to restore")
           eof-value)
-      (let ((first nil) (others '()) (count 0))
-        (declare (type index count))
-        (flet ((collect (object)
-                 (if (zerop count)
-                     (setf first object)
-                     (push object others))
-                 (incf count)))
-          (declare (dynamic-extent #'collect))
-          (decode-record ib #'collect max-to-read max-depth intern-symbols require-header
-                         +max-values+))
-        (case count
-          (1 first)
-          (0 (values))
-          (t (values-list (cons first (nreverse others))))))))
+      (let ((method (compression-at ib)))
+        (if method
+            (restore-compressed-values ib method max-to-read max-depth intern-symbols
+                                       require-header)
+            (restore-values ib max-to-read max-depth intern-symbols require-header)))))
 
 (defun call-with-memory-ibuf (address size limit fn)
   "Call FN with an IBUF over the SIZE bytes at ADDRESS (pinned by the caller)."
@@ -399,12 +594,22 @@ signals END-OF-DATA, or returns EOF-VALUE when EOF-ERROR-P is NIL.  The
 other keywords override *MAX-TO-READ*, *MAX-DEPTH*, *INTERN-SYMBOLS* and
 *REQUIRE-HEADER*.
 
+A record compressed by STORE (a zstd or LZ4 frame: see *COMPRESSION*) is
+recognised by its first four bytes and decompressed as it is read, in
+blocks, never whole; the frame is read to its end (its checksum checked)
+and must hold one record.  MAX-TO-READ then bounds the decompressed bytes
+\(and, separately, the compressed ones).
+
 Signals NOT-BINSTORE-DATA for input that is not binstore data,
 INVALID-INPUT (TRUNCATED-INPUT, UNSUPPORTED-VERSION) for malformed input,
 RESTORE-LIMIT-EXCEEDED, MISSING-PACKAGE, MISSING-SYMBOL, MISSING-CLASS or
-MISSING-SLOT (with restarts), BINSTORE-FILE-ERROR.  Offsets count bytes
-from where the restore began: the start of a vector or file, the stream's
-position."
+MISSING-SLOT (with restarts), BINSTORE-FILE-ERROR, or
+COMPRESSION-UNAVAILABLE for compressed input without binstore/compression
+loaded.  Offsets count bytes from where the restore began: the start of a
+vector or file, the stream's position; inside a compressed record, the
+offset of the compressed bytes being read when the problem was found (a
+problem with the record the frame holds also says, in its message, where
+in the decompressed bytes)."
   (flet ((restore-from (ib)
            (restore-record ib max-to-read max-depth intern-symbols require-header
                            eof-error-p eof-value)))
@@ -447,14 +652,26 @@ the records before it read."
 record, in order, until the end of the input; return NIL.  PLACE is any
 place RESTORE takes.  Each record is read as RESTORE reads it: MAX-TO-READ
 bounds each record, not the whole input, and a record stored with
-AS-SEPARATE-OBJECTS gives each of its objects, however many.  Conditions
-as for RESTORE (never END-OF-DATA)."
-  (flet ((map-records (ib)
-           (loop while (skip-to-record ib)
-                 do (start-record-allowance ib max-to-read)
-                    (decode-record ib function max-to-read max-depth intern-symbols
-                                   require-header nil))))
-    (declare (dynamic-extent #'map-records))
+AS-SEPARATE-OBJECTS gives each of its objects, however many.  Compressed
+records (see RESTORE) may come between the others: each frame's records
+are read in turn, MAX-TO-READ bounding each record's decompressed bytes
+and each frame's compressed ones.  Conditions as for RESTORE (never
+END-OF-DATA)."
+  (labels ((map-records (ib)
+             (loop while (skip-to-record ib)
+                   do (start-record-allowance ib max-to-read)
+                      (let ((method (compression-at ib)))
+                        (if method
+                            (call-with-decompressing-ibuf ib method max-to-read #'map-frame)
+                            (decode-record ib function max-to-read max-depth intern-symbols
+                                           require-header nil)))))
+           (map-frame (inner)
+             ;; the records of one frame: never a frame within it
+             (loop while (skip-to-record inner)
+                   do (start-record-allowance inner max-to-read)
+                      (decode-record inner function max-to-read max-depth intern-symbols
+                                     require-header nil))))
+    (declare (dynamic-extent #'map-records #'map-frame))
     (call-with-place-ibuf place max-to-read #'map-records)
     nil))
 

@@ -19,6 +19,8 @@
 ;;;;       missing-slot             restarts: discard-slot, use-other-slot
 ;;;;     limit-exceeded             superclass of the two *-limit-exceeded
 ;;;;     binstore-file-error        also a FILE-ERROR: a file could not be used
+;;;;     compression-unavailable    compressed data, or :compression, without
+;;;;                                binstore/compression loaded
 
 (in-package #:binstore)
 
@@ -193,6 +195,21 @@ Restarts: DISCARD-SLOT (drop its values), USE-OTHER-SLOT (slot name).")
                      (missing-slot-class c) (missing-slot-name c)
                      (restore-error-offset c)))))
 
+;;; Compression lives in another system, binstore/compression, so that
+;;; binstore itself needs no C library; binstore only recognises what it
+;;; cannot do without it.
+
+(define-condition compression-unavailable (binstore-error)
+  ((method :initarg :method :reader compression-unavailable-method))
+  (:documentation "STORE was asked to compress (:COMPRESSION, *COMPRESSION*),
+or RESTORE, MAP-STORED-OBJECTS or RESTORE-FROM-SAP met a compressed record
+\(one beginning with the zstd or LZ4 frame magic), while the system
+binstore/compression, which holds the compressors, is not loaded.  METHOD
+is :ZSTD or :LZ4.  Load it, (asdf:load-system \"binstore/compression\"),
+and try again.  Not a RESTORE-ERROR: the data may well be valid.")
+  (:report (lambda (c s)
+             (format s "binstore: ~a" (binstore-error-message c)))))
+
 ;;; Restart names are exported symbols; these functions invoke them the way
 ;;; CL's own CONTINUE / USE-VALUE functions do, so handlers can be one-liners.
 
@@ -249,5 +266,6 @@ bytes, and storing carries on there."
         (missing-symbol-package "The package the symbol is not present in.")
         (missing-class-name "The name of the class that does not exist.")
         (missing-slot-class "The name of the class that lacks the slot.")
-        (missing-slot-name "The name of the stored slot the class lacks."))
+        (missing-slot-name "The name of the stored slot the class lacks.")
+        (compression-unavailable-method "The compression, :zstd or :lz4, that could not be used."))
       do (setf (documentation reader 'function) doc))

@@ -74,3 +74,13 @@ class-allocated slots too, and restoring sets those shared slots.")
 (defvar *intern-symbols* t
   "When false, RESTORE does not intern new symbols: a symbol not already
 present in its package signals MISSING-SYMBOL.  Use NIL for untrusted input.")
+
+(defvar *compression* nil
+  "How STORE compresses its record: NIL (the default) for not at all, the
+bytes exactly as without this option; :ZSTD or :LZ4 for a zstd or LZ4
+frame at the library's default level; or a list (:ZSTD :LEVEL n :WORKERS
+n) or (:LZ4 :LEVEL n) to choose the level (zstd -131072 to 22, default 3;
+LZ4 0 to 12, default 0, negative values trade ratio for speed) and the
+number of zstd's worker threads (default 0: none).  Needs the system
+binstore/compression loaded, else COMPRESSION-UNAVAILABLE.  RESTORE does not
+need to be told: it recognises either frame at the start of a record.")

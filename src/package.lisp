@@ -27,6 +27,12 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:byte-source #:source-read #:source-greedy-p
    #:make-octets-source #:octets-source
    #:filter-source #:filter-source-inner
+   ;; Compression: the option, and (defined by the system
+   ;; binstore/compression) the filters that compress and decompress
+   #:*compression*
+   #:zstd-sink #:make-zstd-sink #:lz4-sink #:make-lz4-sink
+   #:zstd-source #:make-zstd-source #:lz4-source #:make-lz4-source
+   #:release-compression-context
    ;; Defaults, each overridable per call by the keyword of the same name
    #:*track-references*
    #:*support-shared-list-structures*
@@ -71,6 +77,8 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:not-binstore-data
    #:end-of-data
    #:binstore-file-error
+   #:compression-unavailable
+   #:compression-unavailable-method
    #:missing-package
    #:missing-package-name
    #:missing-symbol

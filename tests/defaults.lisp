@@ -104,7 +104,8 @@ memory runs out."
   (is (eq t binstore:*support-shared-list-structures*))
   (is (eq t binstore:*output-magic-number*))
   (is (eq t binstore:*require-header*))
-  (is (null binstore:*max-to-write*)))
+  (is (null binstore:*max-to-write*))
+  (is (null binstore:*compression*)))
 
 ;;; Not binstore data
 

@@ -10,7 +10,7 @@
 (defpackage #:binstore-tools
   (:use #:common-lisp)
   (:export #:run-tests #:check-quiet-build #:run-bench #:run-memory-bench
-           #:update-readme-results #:run-fuzz))
+           #:run-compression-bench #:update-readme-results #:run-fuzz))
 
 (in-package #:binstore-tools)
 
@@ -91,6 +91,17 @@ bench/results/fresh-memory.md."
   (uiop:symbol-call :binstore-bench :fresh-memory-report)
   (uiop:quit 0))
 
+(defun run-compression-bench (&key (datasets ""))
+  "Run bench/compression.lisp on DATASETS (space-separated names; empty: its
+default ones): binstore's zstd and LZ4 against the zstd and lz4 tools; print
+the table and write bench/results/compression.md."
+  (asdf:load-system "binstore/bench-compression")
+  (let ((names (split-words datasets)))
+    (if names
+        (uiop:symbol-call :binstore-bench :compression-report :datasets names)
+        (uiop:symbol-call :binstore-bench :compression-report)))
+  (uiop:quit 0))
+
 (defparameter *results-begin* "<!-- results: begin (make readme-results) -->"
   "The line after which README.md holds the table of the latest run.")
 
@@ -126,6 +137,9 @@ written beside the old one and renamed over it."
       (format t "~&README.md: results table from ~A~%" (namestring summary)))))
 
 (defun run-fuzz (seconds)
-  "Run the mutation fuzzer for SECONDS; exit non-zero when it found failures."
+  "Run the mutation fuzzer for SECONDS; exit non-zero when it found failures.
+binstore/compression is loaded too, so that compressed records are in the
+corpus."
+  (asdf:load-system "binstore/compression")
   (asdf:load-system "binstore/fuzz")
   (uiop:quit (if (uiop:symbol-call :binstore-fuzz :fuzz :seconds seconds) 0 1)))

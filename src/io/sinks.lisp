@@ -189,3 +189,20 @@ value); the methods here pass the end of a store on to INNER."
 
 (defmethod sink-abort ((sink filter-sink))
   (sink-abort (filter-sink-inner sink)))
+
+;;; ------------------------------------------------------------------
+;;; An OBUF: what a compressor's output goes to when STORE compresses, so
+;;; that the compressed record reaches any place the way a record does.
+
+(declaim (inline make-obuf-sink))      ; on the caller's stack
+(defstruct (obuf-sink (:include byte-sink) (:constructor make-obuf-sink (obuf)))
+  "The bytes are written to OBUF, as the encoder writes them (its place's
+room function, limit and OUT-OF-SPACE apply)."
+  (obuf nil :type obuf))
+
+(defmethod sink-write ((sink obuf-sink) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (with-pinned-objects (octets)
+    (write-octets-from-address (obuf-sink-obuf sink)
+                               (+ (pointer-address (vector-pointer octets)) start)
+                               (- end start))))

@@ -175,3 +175,59 @@ must not read INNER ahead: by default a filter is as greedy as INNER)."
 
 (defmethod source-greedy-p ((source filter-source))
   (source-greedy-p (filter-source-inner source)))
+
+;;; ------------------------------------------------------------------
+;;; The rest of an IBUF: what a decompressor reads when a restore finds a
+;;; compressed record in its place.
+
+(declaim (inline make-ibuf-source))    ; on the caller's stack
+(defstruct (ibuf-source (:include byte-source) (:constructor make-ibuf-source (ibuf)))
+  "The bytes of IBUF from its position on, consumed as they are read: what
+RESTORE gives a decompressor when its place holds compressed data.  Not
+greedy.  A reader that must consume exactly the bytes it used (a
+decompressor, which must leave what follows its frame) reads the window
+itself: IBUF-SOURCE-WINDOW, then IBUF-SOURCE-CONSUME."
+  (ibuf nil :type ibuf))
+
+(defun ibuf-source-window (source want)
+  "The address (an integer) of the next unread bytes of SOURCE's IBUF and
+how many lie there, without consuming them.  When none does, more are
+read first: WANT at most from a source that is not greedy, a window from
+one that is.  0 bytes: the end of the data.  The address is valid until
+the next call.  Signals RESTORE-LIMIT-EXCEEDED when the IBUF's limit (its
+MAX-TO-READ) stopped the reading."
+  (declare (type index want))
+  (let ((ib (ibuf-source-ibuf source)))
+    (when (and (zerop (available ib)) (ibuf-refill-fn ib))
+      (funcall (ibuf-refill-fn ib) ib (max 1 want)))
+    (when (and (zerop (available ib)) (ibuf-cut-by-limit ib))
+      (error 'restore-limit-exceeded :limit :max-to-read :value (ibuf-limit ib)
+                                     :offset (ibuf-offset ib)
+                                     :message "the input is longer than max-to-read allows"))
+    (values (+ (ibuf-base ib) (ibuf-pos ib)) (available ib))))
+
+(defun ibuf-source-consume (source count)
+  "Consume COUNT bytes of the window IBUF-SOURCE-WINDOW returned (at most
+as many as it said)."
+  (declare (type index count))
+  (let ((ib (ibuf-source-ibuf source)))
+    (assert (<= count (available ib)))
+    (incf (ibuf-pos ib) count)))
+
+(defun ibuf-source-offset (source)
+  "The offset in the place of SOURCE's next byte."
+  (ibuf-offset (ibuf-source-ibuf source)))
+
+(defmethod source-read ((source ibuf-source) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (let ((pos start))
+    (declare (type index pos))
+    (loop while (< pos end)
+          do (multiple-value-bind (address count) (ibuf-source-window source (- end pos))
+               (when (zerop count) (return))
+               (let ((n (min count (- end pos))))
+                 (with-pinned-objects (octets)
+                   (copy-memory (address-pointer address) (pointer+ (vector-pointer octets) pos) n))
+                 (ibuf-source-consume source n)
+                 (incf pos n))))
+    pos))

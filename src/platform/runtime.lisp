@@ -94,3 +94,14 @@ whatever its STREAM-ELEMENT-TYPE says."
   (and (typep stream 'sb-sys:fd-stream)
        (sb-impl::fd-stream-bivalent-p stream)
        t))
+
+;;; Finalization -------------------------------------------------------------
+
+(defun call-when-collected (object function)
+  "Arrange for FUNCTION, of no arguments, to be called once OBJECT has been
+found garbage by the collector, in whatever thread runs finalizers, some
+time after.  FUNCTION must not refer to OBJECT (it would keep it alive) and
+must not signal; it is not called in an image saved and restarted.  For
+releasing memory outside the heap that an object abandoned without its
+owner's release still holds.  Returns OBJECT."
+  (sb-ext:finalize object function :dont-save t))

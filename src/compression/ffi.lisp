@@ -1,0 +1,143 @@
+;;;; The C side of binstore/compression: libzstd's streaming API and liblz4's
+;;;; frame API, bound with CFFI.  Nothing else in binstore calls C through
+;;;; CFFI; binstore itself needs no C library at all (see *COMPRESSION-HOOK*
+;;;; in src/api.lisp).
+;;;;
+;;;; Only what the filters use is bound.  The libraries are the runtime ones
+;;;; (libzstd.so.1, liblz4.so.1, Debian's libzstd1 and liblz4-1), found by
+;;;; their sonames, so no -dev package is needed.  Every function here is a
+;;;; bare C call: the callers check lengths before, and results after (every
+;;;; size_t result may be an error code: ZSTD-ERROR-P, LZ4F-ERROR-P).
+
+(in-package #:binstore)
+
+(cffi:define-foreign-library libzstd
+  (:unix (:or "libzstd.so.1" "libzstd.so"))
+  (t (:default "libzstd")))
+
+(cffi:define-foreign-library liblz4
+  (:unix (:or "liblz4.so.1" "liblz4.so"))
+  (t (:default "liblz4")))
+
+(cffi:use-foreign-library libzstd)
+(cffi:use-foreign-library liblz4)
+
+;;; ------------------------------------------------------------------
+;;; zstd (zstd.h, "advanced compression API" and streaming decompression,
+;;; stable since 1.4.0)
+
+(cffi:defcstruct zstd-in-buffer         ; ZSTD_inBuffer
+  (src :pointer)
+  (size :size)
+  (pos :size))
+
+(cffi:defcstruct zstd-out-buffer        ; ZSTD_outBuffer
+  (dst :pointer)
+  (size :size)
+  (pos :size))
+
+(defconstant +zstd-c-compression-level+ 100 "ZSTD_c_compressionLevel")
+(defconstant +zstd-c-checksum-flag+ 201 "ZSTD_c_checksumFlag")
+(defconstant +zstd-c-nb-workers+ 400 "ZSTD_c_nbWorkers")
+(defconstant +zstd-e-continue+ 0 "ZSTD_e_continue")
+(defconstant +zstd-e-end+ 2 "ZSTD_e_end")
+(defconstant +zstd-default-level+ 3 "ZSTD_CLEVEL_DEFAULT")
+(defconstant +zstd-max-workers+ 200
+  "ZSTDMT_NBWORKERS_MAX on 64-bit hosts: the most worker threads zstd takes.")
+
+(cffi:defcfun ("ZSTD_isError" %zstd-is-error) :unsigned-int (code :size))
+(cffi:defcfun ("ZSTD_getErrorName" %zstd-error-name) :string (code :size))
+(cffi:defcfun ("ZSTD_minCLevel" %zstd-min-level) :int)
+(cffi:defcfun ("ZSTD_maxCLevel" %zstd-max-level) :int)
+
+(cffi:defcfun ("ZSTD_createCStream" %zstd-create-cstream) :pointer)
+(cffi:defcfun ("ZSTD_freeCStream" %zstd-free-cstream) :size (zcs :pointer))
+(cffi:defcfun ("ZSTD_CCtx_setParameter" %zstd-cctx-set-parameter) :size
+  (cctx :pointer) (parameter :int) (value :int))
+(cffi:defcfun ("ZSTD_compressStream2" %zstd-compress-stream2) :size
+  (cctx :pointer) (output :pointer) (input :pointer) (end-op :int))
+
+(cffi:defcfun ("ZSTD_createDStream" %zstd-create-dstream) :pointer)
+(cffi:defcfun ("ZSTD_freeDStream" %zstd-free-dstream) :size (zds :pointer))
+(cffi:defcfun ("ZSTD_decompressStream" %zstd-decompress-stream) :size
+  (zds :pointer) (output :pointer) (input :pointer))
+
+(declaim (inline zstd-error-p))
+(defun zstd-error-p (code)
+  "True when CODE, a size_t a zstd function returned, is an error code."
+  (/= 0 (%zstd-is-error code)))
+
+;;; ------------------------------------------------------------------
+;;; LZ4 frames (lz4frame.h, stable API)
+
+(defconstant +lz4f-version+ 100 "LZ4F_VERSION")
+(defconstant +lz4f-max64kb+ 4 "LZ4F_max64KB, a LZ4F_blockSizeID_t")
+(defconstant +lz4f-header-size-max+ 19 "LZ4F_HEADER_SIZE_MAX")
+(defconstant +lz4-max-level+ 12 "LZ4HC_CLEVEL_MAX")
+(defconstant +lz4-min-level+ -65536
+  "The fastest level binstore takes: LZ4's acceleration saturates at 65537.")
+
+(cffi:defcstruct lz4f-frame-info        ; LZ4F_frameInfo_t
+  (block-size-id :int)
+  (block-mode :int)
+  (content-checksum-flag :int)
+  (frame-type :int)
+  (content-size :unsigned-long-long)
+  (dict-id :unsigned-int)
+  (block-checksum-flag :int))
+
+(cffi:defcstruct lz4f-preferences       ; LZ4F_preferences_t
+  (frame-info (:struct lz4f-frame-info))
+  (compression-level :int)
+  (auto-flush :unsigned-int)
+  (favor-dec-speed :unsigned-int)
+  (reserved :unsigned-int :count 3))
+
+(cffi:defcfun ("LZ4F_isError" %lz4f-is-error) :unsigned-int (code :size))
+(cffi:defcfun ("LZ4F_getErrorName" %lz4f-error-name) :string (code :size))
+
+(cffi:defcfun ("LZ4F_createCompressionContext" %lz4f-create-compression-context) :size
+  (cctx-pointer :pointer) (version :unsigned-int))
+(cffi:defcfun ("LZ4F_freeCompressionContext" %lz4f-free-compression-context) :size
+  (cctx :pointer))
+(cffi:defcfun ("LZ4F_compressBound" %lz4f-compress-bound) :size
+  (src-size :size) (preferences :pointer))
+(cffi:defcfun ("LZ4F_compressBegin" %lz4f-compress-begin) :size
+  (cctx :pointer) (dst :pointer) (dst-capacity :size) (preferences :pointer))
+(cffi:defcfun ("LZ4F_compressUpdate" %lz4f-compress-update) :size
+  (cctx :pointer) (dst :pointer) (dst-capacity :size) (src :pointer) (src-size :size)
+  (options :pointer))
+(cffi:defcfun ("LZ4F_compressEnd" %lz4f-compress-end) :size
+  (cctx :pointer) (dst :pointer) (dst-capacity :size) (options :pointer))
+
+(cffi:defcfun ("LZ4F_createDecompressionContext" %lz4f-create-decompression-context) :size
+  (dctx-pointer :pointer) (version :unsigned-int))
+(cffi:defcfun ("LZ4F_freeDecompressionContext" %lz4f-free-decompression-context) :size
+  (dctx :pointer))
+(cffi:defcfun ("LZ4F_decompress" %lz4f-decompress) :size
+  (dctx :pointer) (dst :pointer) (dst-size-pointer :pointer)
+  (src :pointer) (src-size-pointer :pointer) (options :pointer))
+
+(declaim (inline lz4f-error-p))
+(defun lz4f-error-p (code)
+  "True when CODE, a size_t an LZ4F function returned, is an error code."
+  (/= 0 (%lz4f-is-error code)))
+
+(defmacro with-lz4-preferences ((preferences level) &body body)
+  "Run BODY with PREFERENCES bound to an LZ4F_preferences_t on the stack:
+all zero (the library's defaults) but the compression LEVEL, 64 KiB linked
+blocks, and a checksum of each block and of the whole content, so that
+corruption is found before its bytes are given out (blocks) and at the end
+\(content)."
+  `(cffi:with-foreign-object (,preferences '(:struct lz4f-preferences))
+     (loop for i below (cffi:foreign-type-size '(:struct lz4f-preferences))
+           do (setf (cffi:mem-aref ,preferences :unsigned-char i) 0))
+     (let ((info (cffi:foreign-slot-pointer ,preferences '(:struct lz4f-preferences)
+                                            'frame-info)))
+       (setf (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'block-size-id)
+             +lz4f-max64kb+
+             (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'content-checksum-flag) 1
+             (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'block-checksum-flag) 1))
+     (setf (cffi:foreign-slot-value ,preferences '(:struct lz4f-preferences) 'compression-level)
+           ,level)
+     ,@body))

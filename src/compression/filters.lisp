@@ -1,0 +1,295 @@
+;;;; What the compressing sinks and decompressing sources of zstd and LZ4
+;;;; share: a C context owned by a Lisp object, freed exactly once, and the
+;;;; loop that decompresses a byte source block by block.
+;;;;
+;;;; A C context is made when the filter is first used, not when it is made,
+;;;; so a filter that is never used holds nothing.  It is freed as soon as
+;;;; its work is over: by SINK-FINISH and SINK-ABORT (which STORE always calls,
+;;;; one or the other), by a source at the end of its data or at the first
+;;;; error it signals, and by RELEASE-COMPRESSION-CONTEXT (which RESTORE
+;;;; calls however it exits).  A filter abandoned without any of these (a
+;;;; program that calls SINK-WRITE itself and then drops the sink) has its
+;;;; context freed when the collector finds the filter garbage.  Contexts are
+;;;; made and freed with interrupts deferred, so that an interrupt that
+;;;; leaves by a non-local exit never loses one nor frees one twice.
+
+(in-package #:binstore)
+
+(define-global **contexts-held** (list 0)
+  "In its CAR, the number of C contexts made by the filters and not yet
+freed, in every thread: for tests, which check that none is left behind.")
+
+(defun compression-contexts-held ()
+  "The number of C contexts the compression filters hold now."
+  (car **contexts-held**))
+
+(defstruct (context-cell (:constructor make-context-cell ()))
+  "Holds a filter's C context, POINTER (or NIL when there is none), and the
+function that frees it.  The filter's finalizer refers to the cell, never
+to the filter."
+  (pointer nil)
+  (free nil))
+
+(defun release-cell (cell)
+  "Free the context CELL holds, if it does, once.  Never signals."
+  (without-interrupts
+    (let ((pointer (context-cell-pointer cell)))
+      (when pointer
+        (setf (context-cell-pointer cell) nil)
+        (funcall (context-cell-free cell) pointer)
+        (atomic-incf (car **contexts-held**) -1))))
+  nil)
+
+(defun fill-cell (owner cell create free)
+  "Call CREATE, which makes a C context and returns its pointer (or signals,
+holding nothing), and keep the pointer in CELL, with FREE, the function of
+the pointer that frees it; arrange for it to be freed when OWNER, the
+filter, becomes garbage.  Return the pointer."
+  (without-interrupts
+    (let ((pointer (funcall create)))
+      (setf (context-cell-free cell) free
+            (context-cell-pointer cell) pointer)
+      (atomic-incf (car **contexts-held**))))
+  (call-when-collected owner (lambda () (release-cell cell)))
+  (context-cell-pointer cell))
+
+(defconstant +filter-buffer-bytes+ (* 128 1024)
+  "The size of the buffer a compressing sink writes its output to, and of
+the one a decompressing source reads its input into (when its inner source
+is not a restore's own, which it reads in place).")
+
+(defun make-filter-buffer ()
+  (make-array +filter-buffer-bytes+ :element-type '(unsigned-byte 8)))
+
+;;; ------------------------------------------------------------------
+;;; Compressing sinks
+
+(defstruct (compressing-sink (:include filter-sink) (:constructor nil))
+  "A filter sink that compresses what it is given into one frame, written to
+INNER through OUTPUT, a buffer of +FILTER-BUFFER-BYTES+.  STATE is :NEW
+\(no context yet), :OPEN, or :CLOSED once finished or aborted."
+  (cell (make-context-cell) :type context-cell)
+  (output nil)
+  (state :new))
+
+(defgeneric open-compressor (sink)
+  (:documentation "Make SINK's C context (FILL-CELL) and begin its frame;
+return the context."))
+
+(defun compressor-context (sink)
+  "SINK's C context, made when it is first needed; STORE-ERROR once SINK
+was finished or aborted."
+  (case (compressing-sink-state sink)
+    (:open (context-cell-pointer (compressing-sink-cell sink)))
+    (:new
+     (setf (compressing-sink-output sink) (make-filter-buffer))
+     (prog1 (open-compressor sink)
+       (setf (compressing-sink-state sink) :open)))
+    (t (error 'store-error
+              :message (format nil "~a was finished or aborted: a compressing sink takes ~
+                                    one store" (brief sink))))))
+
+(defun give-output (sink count)
+  "Give the first COUNT bytes of SINK's output buffer to the sink it wraps."
+  (when (plusp count)
+    (sink-write (filter-sink-inner sink) (compressing-sink-output sink) 0 count)))
+
+(defun close-compressor (sink)
+  (setf (compressing-sink-state sink) :closed)
+  (release-cell (compressing-sink-cell sink)))
+
+(defmethod sink-abort ((sink compressing-sink))
+  (close-compressor sink)
+  (call-next-method))
+
+;;; ------------------------------------------------------------------
+;;; Decompressing sources
+
+(defstruct (decompressing-source (:include filter-source) (:constructor nil))
+  "A filter source that decompresses the frames its INNER source holds.
+With SINGLE-FRAME, one frame only, of which it consumes exactly the bytes
+(INNER is then a restore's IBUF-SOURCE, read in place); otherwise frame
+after frame until INNER ends, reading INNER in blocks into BUFFER, from
+IN-POS below IN-END.  STATE is :FRAME-START (between frames), :IN-FRAME,
+:DONE (the end of the data), or :FAILED (FAILURE, the condition signalled,
+is signalled again).  HINT is the number of input bytes the library last
+said it needed (never past the end of a well-formed frame); STARVED is true
+when the last step made no progress without more input.  CONSUMED counts
+the compressed bytes used, from BASE-OFFSET in the place, for messages."
+  (cell (make-context-cell) :type context-cell)
+  (buffer nil)
+  (in-pos 0 :type index)
+  (in-end 0 :type index)
+  (hint 1 :type index)
+  (state :frame-start)
+  (starved nil)
+  (single-frame nil)
+  (consumed 0 :type index)
+  (base-offset 0 :type index)
+  (failure nil))
+
+(defgeneric open-decompressor (source)
+  (:documentation "Make SOURCE's C context (FILL-CELL); return it."))
+
+(defgeneric decompressor-step (source context in-address in-count out-pointer out-count)
+  (:documentation "Decompress from the IN-COUNT bytes at the address
+IN-ADDRESS (an integer) into the OUT-COUNT bytes at OUT-POINTER with
+CONTEXT: return the bytes of input used, the bytes of output made, and the
+library's result: 0 at the end of a frame, else a hint of the input it
+needs next, or an error code (DECOMPRESSOR-ERROR says)."))
+
+(defgeneric decompressor-error (source code)
+  (:documentation "The library's name for the error CODE, a result of
+DECOMPRESSOR-STEP, or NIL when CODE is not an error."))
+
+(defgeneric frame-header-bytes (source)
+  (:documentation "The fewest bytes a frame's header has: how many to read
+at the start of a frame from a source that is not greedy."))
+
+(defgeneric method-name (filter)
+  (:documentation "\"zstd\" or \"LZ4\", for messages."))
+
+(defmethod source-greedy-p ((source decompressing-source))
+  ;; reading ahead inside one frame never reads past it
+  (or (decompressing-source-single-frame source)
+      (source-greedy-p (filter-source-inner source))))
+
+(defun decompressor-context (source)
+  (or (context-cell-pointer (decompressing-source-cell source))
+      (progn
+        (setf (decompressing-source-hint source) (frame-header-bytes source))
+        (unless (or (ibuf-source-p (filter-source-inner source))
+                    (decompressing-source-buffer source))
+          (setf (decompressing-source-buffer source) (make-filter-buffer)))
+        (open-decompressor source))))
+
+(defun end-decompression (source state &optional failure)
+  "SOURCE's data ended (STATE :DONE) or failed (STATE :FAILED, with the
+condition FAILURE): free its context and buffer."
+  (setf (decompressing-source-state source) state
+        (decompressing-source-failure source) failure
+        (decompressing-source-buffer source) nil)
+  (release-cell (decompressing-source-cell source)))
+
+(defun decompression-failure (source type message expected)
+  "Signal a condition of TYPE (INVALID-INPUT or TRUNCATED-INPUT) at the
+offset of the compressed bytes SOURCE was reading, after ending it."
+  (let ((condition (make-condition type
+                                   :offset (+ (decompressing-source-base-offset source)
+                                              (decompressing-source-consumed source))
+                                   :message message :expected expected)))
+    (end-decompression source :failed condition)
+    (error condition)))
+
+(defun step-decompressor (source context want out-pointer out-count)
+  "One step of SOURCE's decompression into the OUT-COUNT bytes at
+OUT-POINTER, from the input at hand; when there is none and WANT is
+positive, more is read first (WANT bytes at most from a source that is not
+greedy).  Return the bytes of input used, of output made, the library's
+result, and the bytes of input the step was given; or NIL when WANT was
+positive and the input has ended."
+  (let ((inner (filter-source-inner source)))
+    (flet ((run (address count)
+             (multiple-value-bind (used made result)
+                 (decompressor-step source context address count out-pointer out-count)
+               (when (decompressor-error source result)
+                 (decompression-failure
+                  source 'invalid-input
+                  (format nil "the ~a frame is corrupt or is not one: ~a"
+                          (method-name source) (decompressor-error source result))
+                  (format nil "a valid ~a frame" (method-name source))))
+               (unless (<= used count)
+                 (error "~a decompressor used ~d bytes of ~d" (method-name source) used count))
+               (incf (decompressing-source-consumed source) used)
+               (values used made result count))))
+      (if (ibuf-source-p inner)
+          (multiple-value-bind (address count) (ibuf-source-window inner want)
+            (if (and (zerop count) (plusp want))
+                nil
+                (multiple-value-bind (used made result) (run address count)
+                  (ibuf-source-consume inner used)
+                  (values used made result count))))
+          (let ((buffer (decompressing-source-buffer source)))
+            (declare (type (simple-array (unsigned-byte 8) (*)) buffer))
+            (when (and (= (decompressing-source-in-pos source) (decompressing-source-in-end source))
+                       (plusp want))
+              (setf (decompressing-source-in-pos source) 0
+                    (decompressing-source-in-end source)
+                    (source-read inner buffer 0 (if (source-greedy-p inner)
+                                                    (length buffer)
+                                                    (min want (length buffer))))))
+            (let ((pos (decompressing-source-in-pos source))
+                  (end (decompressing-source-in-end source)))
+              (if (and (= pos end) (plusp want))
+                  nil
+                  (cffi:with-pointer-to-vector-data (pointer buffer)
+                    (multiple-value-bind (used made result)
+                        (run (+ (cffi:pointer-address pointer) pos) (- end pos))
+                      (incf (decompressing-source-in-pos source) used)
+                      (values used made result (- end pos)))))))))))
+
+(defmethod source-read ((source decompressing-source) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (let ((pos start))
+    (declare (type index pos))
+    (cffi:with-pointer-to-vector-data (out octets)
+      (loop while (< pos end)
+            do (case (decompressing-source-state source)
+                 (:done (return))
+                 (:failed (error (decompressing-source-failure source))))
+               (let* ((context (decompressor-context source))
+                      (frame-start (eq (decompressing-source-state source) :frame-start))
+                      (want (if (or frame-start (decompressing-source-starved source))
+                                (max 1 (decompressing-source-hint source))
+                                0)))
+                 (multiple-value-bind (used made result given)
+                     (step-decompressor source context want (cffi:inc-pointer out pos) (- end pos))
+                   (cond ((null used)
+                          ;; the input ended: between frames, the end of the data
+                          (if frame-start
+                              (end-decompression source :done)
+                              (decompression-failure
+                               source 'truncated-input
+                               (format nil "the input ends inside a ~a frame" (method-name source))
+                               "the rest of the frame")))
+                         (t
+                          (incf pos made)
+                          (cond ((zerop result)
+                                 ;; the end of a frame
+                                 (setf (decompressing-source-starved source) nil
+                                       (decompressing-source-hint source) (frame-header-bytes source))
+                                 (if (decompressing-source-single-frame source)
+                                     (end-decompression source :done)
+                                     (setf (decompressing-source-state source) :frame-start)))
+                                (t
+                                 (setf (decompressing-source-state source) :in-frame
+                                       (decompressing-source-hint source) (min result most-positive-fixnum)
+                                       (decompressing-source-starved source)
+                                       (and (zerop used) (zerop made)))
+                                 (when (and (decompressing-source-starved source) (plusp given))
+                                   ;; input and room, and nothing done: never loop on it
+                                   (decompression-failure
+                                    source 'invalid-input
+                                    (format nil "the ~a decompressor makes no progress"
+                                            (method-name source))
+                                    (format nil "a valid ~a frame" (method-name source))))))))))))
+    pos))
+
+;;; ------------------------------------------------------------------
+;;; Releasing
+
+(defgeneric release-compression-context (filter)
+  (:documentation "Free at once the C context of FILTER, a ZSTD-SINK,
+LZ4-SINK, ZSTD-SOURCE or LZ4-SOURCE, if it still holds one; return NIL.  A
+sink can then no longer be written (STORE-ERROR), a source no longer read
+\(it gives no more bytes).  Not needed after STORE or RESTORE, nor after a
+sink's SINK-FINISH or SINK-ABORT or a source's end of data or error, which
+free it; a filter dropped without any of these has it freed when it is
+collected.  Never signals.")
+  (:method ((sink compressing-sink))
+    (close-compressor sink)
+    nil)
+  (:method ((source decompressing-source))
+    (unless (eq (decompressing-source-state source) :failed)
+      (end-decompression source :done))
+    nil))

@@ -1,0 +1,591 @@
+;;;; Compression (the system binstore/compression, src/compression/): STORE's
+;;;; :compression on every place, RESTORE and MAP-STORED-OBJECTS of compressed
+;;;; records, the filters themselves, the frames' agreement with the zstd and
+;;;; lz4 tools, and what damaged, truncated, spliced or explosive compressed
+;;;; input does.  Every loop over offsets is deterministic: no clock, no
+;;;; random state but seeded ones.
+
+(in-package #:binstore-tests)
+
+(def-suite compression :in all
+  :description "zstd and LZ4 compression of records, and damaged compressed input.")
+
+(in-suite compression)
+
+(defparameter *compressions*
+  '(:zstd (:zstd :level 1) (:zstd :level 9) (:zstd :level -5) (:zstd :level 3 :workers 2)
+    :lz4 (:lz4 :level 9) (:lz4 :level -3))
+  "Values of :compression the round trips go through.")
+
+(defun compression-of (spec)
+  "The method of a :compression value."
+  (if (consp spec) (first spec) spec))
+
+(defun frame-magic (octets)
+  "The method whose frame magic OCTETS begin with, or NIL."
+  (let ((head (coerce (subseq octets 0 (min 4 (length octets))) 'list)))
+    (cond ((equal head '(#x28 #xB5 #x2F #xFD)) :zstd)
+          ((equal head '(#x04 #x22 #x4D #x18)) :lz4))))
+
+(defun simple-octets (vector)
+  (coerce vector '(simple-array (unsigned-byte 8) (*))))
+
+(defun contexts-held ()
+  (binstore::compression-contexts-held))
+
+(defun big-compressible-datum ()
+  "Data whose record spans many windows of every size binstore stages
+through (64 KiB, 128 KiB, 1 MiB), compressible and not."
+  (let ((state (sb-ext:seed-random-state 77)))
+    (list (let ((v (make-array 300000 :element-type '(unsigned-byte 8))))
+            (dotimes (i (length v) v) (setf (aref v i) (mod (* i i) 251))))
+          (let ((v (make-array 200000 :element-type '(unsigned-byte 8))))
+            (dotimes (i (length v) v) (setf (aref v i) (random 256 state))))
+          (loop for i below 20000 collect (format nil "string ~d" i))
+          (let ((v (make-array 50000 :element-type 'double-float)))
+            (dotimes (i (length v) v) (setf (aref v i) (* i 0.25d0))))
+          (let ((table (make-hash-table :test 'equal)))
+            (dotimes (i 1000 table) (setf (gethash (format nil "k~d" i) table) i)))
+          "end")))
+
+;;; Round trips --------------------------------------------------------------
+
+(test compressed-random-data-round-trips
+  "Generated data (sharing, cycles, every kind of object) through every
+compression: a frame of the method, restored the same."
+  (dolist (spec *compressions*)
+    (let ((failures '()))
+      (loop for seed from 500 below 530
+            do (let* ((datum (random-datum (sb-ext:seed-random-state seed)
+                                           :sharing t :cycles t :conses t))
+                      (octets (binstore:store nil datum :compression spec)))
+                 (unless (and (typep octets '(simple-array (unsigned-byte 8) (*)))
+                              (eq (frame-magic octets) (compression-of spec))
+                              (same-data-p datum (binstore:restore octets) :conses t))
+                   (push seed failures))))
+      (is (null failures) "~s: seeds ~a do not round-trip" spec failures))))
+
+(test compression-nil-is-the-plain-record
+  "NIL, the default, writes exactly what binstore writes without the option;
+*COMPRESSION* is the default of :COMPRESSION."
+  (let ((datum (list 1 "two" #(3 4) (make-string 1000 :initial-element #\x))))
+    (is (equalp (binstore:store nil datum) (binstore:store nil datum :compression nil)))
+    (is (null (frame-magic (binstore:store nil datum))))
+    (let ((binstore:*compression* :lz4))
+      (is (eq :lz4 (frame-magic (binstore:store nil datum))))
+      (is (null (frame-magic (binstore:store nil datum :compression nil)))))
+    (let ((binstore:*compression* '(:zstd :level 19)))
+      (is (equalp datum (binstore:restore (binstore:store nil datum)))))))
+
+(test compression-through-every-place
+  "A large record compressed to each place STORE takes, and back by RESTORE
+and MAP-STORED-OBJECTS; nothing C is left held."
+  (let ((datum (big-compressible-datum))
+        (held (contexts-held)))
+    (dolist (spec '(:zstd (:zstd :level 9 :workers 2) :lz4))
+      (let ((method (compression-of spec))
+            (octets (binstore:store nil datum :compression spec)))
+        ;; a fresh vector
+        (is (eq method (frame-magic octets)))
+        (is (< (length octets) (length (binstore:store nil datum))))
+        (is (same-data-p datum (binstore:restore octets)))
+        ;; appended to a vector after a plain record
+        (let ((vector (make-array 10 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0)))
+          (binstore:store vector :before)
+          (let ((start (fill-pointer vector)))
+            (is (eq vector (binstore:store vector datum :compression spec)))
+            (binstore:store vector :after :compression spec)
+            (is (eq method (frame-magic (subseq vector start))))
+            (is (same-data-p datum (binstore:restore (subseq vector start)))))
+          (let ((seen '()))
+            (binstore:map-stored-objects (lambda (x) (push x seen)) vector)
+            (is (= 3 (length seen)))
+            (is (eq :before (third seen)))
+            (is (eq :after (first seen)))
+            (is (same-data-p datum (second seen)))))
+        ;; a vector without a fill pointer: large enough, then too small
+        (let* ((fixed (make-array (+ (length octets) 100) :element-type '(unsigned-byte 8)))
+               (count (binstore:store fixed datum :compression spec)))
+          (is (= (length octets) count))
+          (is (same-data-p datum (binstore:restore fixed)))
+          (signals binstore:out-of-space
+            (binstore:store (make-array 100 :element-type '(unsigned-byte 8)) datum
+                            :compression spec)))
+        ;; raw memory
+        (call-with-foreign-octets
+         (+ (length octets) 100)
+         (lambda (sap)
+           (let ((count (binstore:store-to-sap sap (+ (length octets) 100) datum
+                                               :compression spec)))
+             (is (= (length octets) count))
+             (is (same-data-p datum (binstore:restore-from-sap sap count))))))
+        ;; a file and a stream
+        (call-with-temporary-directory
+         (lambda (directory)
+           (let ((path (merge-pathnames "data.bin" directory)))
+             (is (equal path (binstore:store path datum :compression spec)))
+             (is (equalp octets (read-file-octets path)))
+             (is (same-data-p datum (binstore:restore path)))
+             (let ((seen '()))
+               (binstore:map-stored-objects (lambda (x) (push x seen)) path)
+               (is (= 1 (length seen)))))
+           (let ((path (merge-pathnames "stream.bin" directory)))
+             (with-open-file (out path :direction :output :element-type '(unsigned-byte 8))
+               (is (eq out (binstore:store out datum :compression spec)))
+               (binstore:store out 42 :compression spec))
+             (with-open-file (in path :element-type '(unsigned-byte 8))
+               (is (same-data-p datum (binstore:restore in)))
+               ;; the frame was read to its end, and no further
+               (is (= (length octets) (file-position in)))
+               (is (eql 42 (binstore:restore in)))
+               (is (eq :none (binstore:restore in :eof-error-p nil :eof-value :none)))))))
+        ;; a byte sink
+        (let ((vector (binstore:store (binstore:make-octets-sink) datum :compression spec)))
+          (is (equalp octets vector)))))
+    ;; a failing store, and one that finds no room, free their contexts
+    (signals binstore:unstorable-object (binstore:store nil (list 1 #'car) :compression :zstd))
+    (signals binstore:unstorable-object (binstore:store nil (list 1 #'car) :compression :lz4))
+    (is (= held (contexts-held)))))
+
+(defun read-file-octets (path)
+  (with-open-file (in path :element-type '(unsigned-byte 8))
+    (let ((octets (make-array (file-length in) :element-type '(unsigned-byte 8))))
+      (read-sequence octets in)
+      octets)))
+
+(defun write-file-octets (path octets)
+  (with-open-file (out path :direction :output :element-type '(unsigned-byte 8)
+                            :if-exists :supersede)
+    (write-sequence octets out))
+  path)
+
+(test max-to-write-bounds-the-compressed-bytes
+  (let* ((datum (make-string 100000 :initial-element #\a))
+         (size (length (binstore:store nil datum :compression :zstd))))
+    (is (< size 1000))
+    ;; the plain record would not fit, the compressed one does
+    (is (equal datum (binstore:restore (binstore:store nil datum :compression :zstd
+                                                                 :max-to-write 1000))))
+    (signals binstore:store-limit-exceeded
+      (binstore:store nil datum :compression :lz4 :max-to-write 10))))
+
+;;; Several records, compressed or not, in one place -------------------------
+
+(defstruct (exact-source (:include binstore:byte-source)
+                         (:constructor make-exact-source (octets)))
+  "A byte source that is not greedy (as a pipe or a socket): it gives what
+it is asked for, no more, and counts what it gave."
+  octets
+  (position 0))
+
+(defmethod binstore:source-read ((source exact-source) octets start end)
+  (let* ((from (exact-source-position source))
+         (n (min (- end start) (- (length (exact-source-octets source)) from))))
+    (replace octets (exact-source-octets source) :start1 start :start2 from :end2 (+ from n))
+    (incf (exact-source-position source) n)
+    (+ start n)))
+
+(defun mixed-records ()
+  "Records compressed with each method and not, one after the other, and
+the objects they hold, in order."
+  (let ((vector (make-array 0 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0))
+        (objects (list (list 1 "one") :two (make-string 70000 :initial-element #\3) 4.0d0
+                       (list 5 (make-array 5 :initial-element 5)) "six")))
+    (loop for object in objects
+          for compression in '(:zstd nil :lz4 (:zstd :level 19) :lz4 nil)
+          do (binstore:store vector object :compression compression))
+    ;; one record of several objects, in one frame
+    (binstore:store vector (list 7 8 9) :as-separate-objects t :compression :zstd)
+    (values (simple-octets vector) (append objects (list 7 8 9)))))
+
+(test records-compressed-or-not-follow-each-other
+  "MAP-STORED-OBJECTS reads every record of a place, whatever each is
+compressed with, on every kind of place; RESTORE reads them in turn from a
+stream and from a source that is not greedy, each consuming its frame
+exactly."
+  (multiple-value-bind (octets objects) (mixed-records)
+    (flet ((mapped (place)
+             (let ((seen '()))
+               (binstore:map-stored-objects (lambda (x) (push x seen)) place)
+               (nreverse seen))))
+      (is (equalp objects (mapped octets)))
+      (is (equalp objects (mapped (binstore:make-octets-source octets))))
+      (is (equalp objects (mapped (make-exact-source octets))))
+      (call-with-temporary-directory
+       (lambda (directory)
+         (let ((path (write-file-octets (merge-pathnames "mixed.bin" directory) octets)))
+           (is (equalp objects (mapped path)))
+           (with-open-file (in path :element-type '(unsigned-byte 8))
+             (is (equalp objects (mapped in))))
+           (with-open-file (in path :element-type '(unsigned-byte 8))
+             (is (equalp (subseq objects 0 6)
+                         (loop repeat 6 collect (binstore:restore in))))
+             (is (equal '(7 8 9) (multiple-value-list (binstore:restore in))))
+             (is (= (length octets) (file-position in)))))))
+      (let ((source (make-exact-source octets)))
+        (is (equalp (subseq objects 0 6) (loop repeat 6 collect (binstore:restore source))))
+        (is (equal '(7 8 9) (multiple-value-list (binstore:restore source))))
+        (is (= (length octets) (exact-source-position source)))
+        (is (eq :none (binstore:restore source :eof-error-p nil :eof-value :none)))))))
+
+(test restore-wants-one-record-per-frame
+  "A frame holding two records (made with a filter, not by STORE) is read
+by MAP-STORED-OBJECTS, refused by RESTORE; an empty frame holds no record."
+  (let* ((plain (concatenate '(vector (unsigned-byte 8))
+                             (binstore:store nil 1) (binstore:store nil 2)))
+         (sink (binstore:make-zstd-sink (binstore:make-octets-sink))))
+    (binstore:sink-write sink (simple-octets plain) 0 (length plain))
+    (let ((frame (simple-octets (binstore:sink-finish sink)))
+          (seen '()))
+      (binstore:map-stored-objects (lambda (x) (push x seen)) frame)
+      (is (equal '(2 1) seen))
+      (signals binstore:invalid-input (binstore:restore frame))))
+  (let ((sink (binstore:make-lz4-sink (binstore:make-octets-sink))))
+    (signals binstore:invalid-input
+      (binstore:restore (simple-octets (binstore:sink-finish sink))))))
+
+;;; The filters themselves and the tools --------------------------------------
+
+(test filters-as-places
+  "ZSTD-SINK and LZ4-SINK as STORE's place; ZSTD-SOURCE and LZ4-SOURCE as
+RESTORE's, over greedy and exact sources, across concatenated frames; a
+frame made by a sink is what :compression makes."
+  (let ((datum (big-compressible-datum))
+        (held (contexts-held)))
+    (loop for (make-sink make-source method)
+            in (list (list #'binstore:make-zstd-sink #'binstore:make-zstd-source :zstd)
+                     (list #'binstore:make-lz4-sink #'binstore:make-lz4-source :lz4))
+          do (let ((frame (simple-octets (binstore:store (funcall make-sink (binstore:make-octets-sink))
+                                                         datum))))
+               (is (equalp frame (binstore:store nil datum :compression method)))
+               ;; RESTORE leaves a source it was given as it is: its owner
+               ;; releases it
+               (dolist (inner (list (binstore:make-octets-source frame) (make-exact-source frame)))
+                 (let ((source (funcall make-source inner)))
+                   (is (same-data-p datum (binstore:restore source)))
+                   (binstore:release-compression-context source)))
+               ;; two frames, one after the other, are one stream of records
+               (let ((two (simple-octets (concatenate '(vector (unsigned-byte 8))
+                                                      (binstore:store nil :a :compression method)
+                                                      (binstore:store nil :b :compression method))))
+                     (seen '()))
+                 (dolist (source (list (binstore:make-octets-source two) (make-exact-source two)))
+                   (setf seen '())
+                   (binstore:map-stored-objects (lambda (x) (push x seen))
+                                                (funcall make-source source))
+                   (is (equal '(:b :a) seen))))
+               ;; released early: no more bytes; abandoned: freed when collected
+               (let ((source (funcall make-source (binstore:make-octets-source frame)))
+                     (octets (make-array 100 :element-type '(unsigned-byte 8))))
+                 (is (= 100 (binstore:source-read source octets 0 100)))
+                 (is (= (1+ held) (contexts-held)))
+                 (binstore:release-compression-context source)
+                 (is (= held (contexts-held)))
+                 (is (= 0 (binstore:source-read source octets 0 100))))
+               (let ((sink (funcall make-sink (binstore:make-octets-sink))))
+                 (binstore:sink-write sink (simple-octets #(1 2 3)) 0 3)
+                 (binstore:sink-abort sink)
+                 (is (= held (contexts-held)))
+                 (signals binstore:store-error (binstore:sink-write sink (simple-octets #(1)) 0 1)))))
+    (is (= held (contexts-held)))))
+
+(test abandoned-filters-are-freed-when-collected
+  (let ((held (contexts-held)))
+    (dotimes (i 10)
+      (binstore:sink-write (binstore:make-zstd-sink (binstore:make-octets-sink))
+                           (simple-octets #(1 2 3)) 0 3))
+    (is (= (+ held 10) (contexts-held)))
+    (loop repeat 100
+          until (= held (contexts-held))
+          do (sb-ext:gc :full t)
+             (sb-impl::run-pending-finalizers)
+             (sleep 0.01))
+    (is (= held (contexts-held)))))
+
+(defun run-tool (command)
+  "Run COMMAND with sh; true when it exits 0."
+  (zerop (nth-value 2 (uiop:run-program command :ignore-error-status t
+                                                 :error-output nil :output nil))))
+
+(test frames-are-the-tools-frames
+  "The zstd and lz4 command-line tools decompress binstore's frames to the
+plain record, and binstore restores the frames the tools make, several
+concatenated in one file too."
+  (let* ((datum (big-compressible-datum))
+         (plain (binstore:store nil datum)))
+    (call-with-temporary-directory
+     (lambda (directory)
+       (flet ((file (name) (namestring (merge-pathnames name directory))))
+         (write-file-octets (file "plain.bin") plain)
+         (loop for (method tool-compress tool-decompress)
+                 in '((:zstd "zstd -q -f -3 ~a -o ~a" "zstd -q -f -d ~a -o ~a")
+                      (:lz4 "lz4 -q -f -9 ~a ~a" "lz4 -q -f -d ~a ~a"))
+               do (binstore:store (file "ours") datum :compression method)
+                  (is-true (run-tool (format nil tool-decompress (file "ours") (file "ours.out"))))
+                  (is (equalp plain (read-file-octets (file "ours.out"))))
+                  (is-true (run-tool (format nil tool-compress (file "plain.bin") (file "theirs"))))
+                  (is (same-data-p datum (binstore:restore (file "theirs"))))
+                  (binstore:store (file "small") '(small record))
+                  (is-true (run-tool (format nil tool-compress (file "small") (file "small.c"))))
+                  (is-true (run-tool (format nil "cat ~a ~a > ~a" (file "theirs") (file "small.c")
+                                             (file "two"))))
+                  (let ((seen '()))
+                    (binstore:map-stored-objects (lambda (x) (push x seen)) (file "two"))
+                    (is (= 2 (length seen)))
+                    (is (equal '(small record) (first seen)))
+                    (is (same-data-p datum (second seen))))))))))
+
+;;; The option ----------------------------------------------------------------
+
+(test malformed-compression-options-are-refused
+  "Every malformed :compression is a STORE-ERROR, before a file is made."
+  (let ((held (contexts-held)))
+    (call-with-temporary-directory
+     (lambda (directory)
+       (let ((path (merge-pathnames "never.bin" directory)))
+         (dolist (spec '(:gzip t 3 (:zstd :level) (:zstd . 3) (:zstd :level 99) (:zstd :level "3")
+                         (:zstd :level 3.0) (:zstd :workers -1) (:zstd :workers 1000)
+                         (:lz4 :workers 2) (:lz4 :level 13) (:zstd :speed 1) (:brotli :level 3)))
+           (signals binstore:store-error (binstore:store nil 1 :compression spec))
+           (signals binstore:store-error (binstore:store path 1 :compression spec))
+           (is (null (probe-file path)) "~s made the file" spec)))))
+    (is (= held (contexts-held)))))
+
+(test compression-unavailable-without-the-system
+  "With the hook unset, as when binstore/compression is not loaded: STORE
+with :compression and RESTORE of a compressed record, on any place, signal
+COMPRESSION-UNAVAILABLE naming the method and the system; plain records
+are untouched."
+  (let ((zstd (binstore:store nil '(1 2) :compression :zstd))
+        (lz4 (binstore:store nil '(1 2) :compression :lz4))
+        (plain (binstore:store nil '(1 2))))
+    (let ((binstore::*compression-hook* nil))
+      (is (equal '(1 2) (binstore:restore plain)))
+      (is (equalp plain (binstore:store nil '(1 2))))
+      (loop for (octets method) in (list (list zstd :zstd) (list lz4 :lz4))
+            do (handler-case (progn (binstore:restore octets) (fail "no condition"))
+                 (binstore:compression-unavailable (c)
+                   (is (eq method (binstore:compression-unavailable-method c)))
+                   (is (search "binstore/compression" (princ-to-string c)))))
+               (signals binstore:compression-unavailable
+                 (binstore:map-stored-objects #'identity octets))
+               (signals binstore:compression-unavailable
+                 (binstore:restore (binstore:make-octets-source octets)))
+               (handler-case (progn (binstore:store nil 1 :compression method) (fail "no condition"))
+                 (binstore:compression-unavailable (c)
+                   (is (eq method (binstore:compression-unavailable-method c)))
+                   (is (search "binstore/compression" (princ-to-string c))))))
+      (call-with-temporary-directory
+       (lambda (directory)
+         (let ((path (merge-pathnames "z.bin" directory)))
+           (signals binstore:compression-unavailable (binstore:store path 1 :compression :zstd))
+           (is (null (probe-file path)))
+           (write-file-octets path zstd)
+           (signals binstore:compression-unavailable (binstore:restore path))
+           (with-open-file (in path :element-type '(unsigned-byte 8))
+             (signals binstore:compression-unavailable (binstore:restore in)))))))
+    (is (equal '(1 2) (binstore:restore zstd)))))
+
+;;; Damaged input ---------------------------------------------------------------
+
+(defparameter *damage-datum*
+  (list "a string of some length, repeated: a string of some length" 12345 -7 3.25d0
+        (expt 3 90) (make-array 300 :element-type '(unsigned-byte 8) :initial-element 9)
+        (loop for i below 60 collect (format nil "item ~d" i))
+        (vector 1 2.5 "three" (list 4 5)))
+  "Data without symbols (a damaged symbol name would be interned, or missing),
+compressing to a few hundred bytes.")
+
+(defun restore-outcome (octets)
+  "What restoring OCTETS (:max-to-read 1 MiB, no interning) does: :SAME when
+it returns *DAMAGE-DATUM*, :OTHER-DATA when it returns something else, or
+the condition signalled."
+  (handler-case (let ((value (binstore:restore octets :max-to-read (* 1024 1024)
+                                                      :intern-symbols nil)))
+                  (if (same-data-p *damage-datum* value) :same :other-data))
+    (error (c) c)))
+
+(defun outcome-acceptable-p (outcome method &key (same-ok t) (length most-positive-fixnum))
+  "True when OUTCOME, of damaged METHOD input of LENGTH bytes, is what
+binstore promises: INVALID-INPUT or RESTORE-LIMIT-EXCEEDED, with an offset
+in the input, or (SAME-OK) the
+very data, when the damage hit nothing that matters (a bit of the frame
+header that only sizes a window).  For zstd, whose frames are checked by
+one checksum at their end, the damage may also reach the decoder before,
+which then refuses it with the RESTORE-ERROR that data calls for
+(MISSING-PACKAGE, MISSING-SYMBOL): still a BINSTORE-ERROR with an offset."
+  (flet ((in-input-p (offset) (typep offset `(integer 0 ,length))))
+    (typecase outcome
+      (binstore:invalid-input (in-input-p (binstore:restore-error-offset outcome)))
+      (binstore:restore-limit-exceeded (in-input-p (binstore:limit-exceeded-offset outcome)))
+      ((or binstore:missing-package binstore:missing-symbol)
+       (and (eq method :zstd) (in-input-p (binstore:restore-error-offset outcome))))
+      (t (and same-ok (eq outcome :same))))))
+
+(defun check-damage (method label variants &key (same-ok t))
+  "One check: every octet vector of VARIANTS, a list of (position octets),
+restores acceptably; failures are shown by position."
+  (let ((bad '()) (kinds (make-hash-table)))
+    (loop for (position octets) in variants
+          do (let ((outcome (restore-outcome octets)))
+               (incf (gethash (if (typep outcome 'condition) (type-of outcome) outcome) kinds 0))
+               (unless (outcome-acceptable-p outcome method :same-ok same-ok
+                                                            :length (length octets))
+                 (push (list position (if (typep outcome 'condition)
+                                          (format nil "~s: ~a" (type-of outcome) outcome)
+                                          outcome))
+                       bad))))
+    (is (null bad) "~a ~s: ~d of ~d unacceptable, first ~s; outcomes ~s"
+        label method (length bad) (length variants) (last bad)
+        (loop for k being the hash-keys of kinds using (hash-value n) collect (list k n)))))
+
+(test truncated-compressed-input-is-invalid
+  "A compressed record cut at any length is INVALID-INPUT (TRUNCATED-INPUT,
+or NOT-BINSTORE-DATA for the first three bytes), in a vector, a file and a
+stream."
+  (dolist (method '(:zstd :lz4))
+    (let ((octets (binstore:store nil *damage-datum* :compression method)))
+      (check-damage method "truncated"
+                    (loop for end from 1 below (length octets)
+                          collect (list end (subseq octets 0 end)))
+                    :same-ok nil)
+      (call-with-temporary-directory
+       (lambda (directory)
+         (let ((path (merge-pathnames "cut.bin" directory))
+               (bad '()))
+           (loop for end from 1 below (length octets) by 7
+                 do (write-file-octets path (subseq octets 0 end))
+                    (unless (and (outcome-acceptable-p
+                                  (handler-case (binstore:restore path) (error (c) c)) method
+                                  :same-ok nil)
+                                 (outcome-acceptable-p
+                                  (handler-case (with-open-file (in path :element-type '(unsigned-byte 8))
+                                                  (binstore:restore in))
+                                    (error (c) c))
+                                  method :same-ok nil))
+                      (push end bad)))
+           (is (null bad) "~s cut at ~a: not INVALID-INPUT from a file or stream" method bad)))))))
+
+(test corrupted-compressed-input-is-refused
+  "A compressed record with one byte changed, at every offset, in three
+ways (one bit, the top bit, every bit): refused as invalid, or (when the
+change touched nothing that matters) the same data, never other data."
+  (dolist (method '(:zstd :lz4))
+    (let ((octets (binstore:store nil *damage-datum* :compression method)))
+      (check-damage method "corrupted"
+                    (loop for i below (length octets)
+                          append (loop for mask in (list (ash 1 (mod i 7)) #x80 #xFF)
+                                       collect (let ((copy (copy-seq octets)))
+                                                 (setf (aref copy i) (logxor mask (aref copy i)))
+                                                 (list (list i mask) copy))))))))
+
+(test spliced-compressed-input-is-refused
+  "The head of one frame with the tail of another (the same method, other
+data), and a truncated frame followed by a whole one: refused, or, where
+the splice gives back one of the frames whole, that frame's data."
+  (dolist (method '(:zstd :lz4))
+    (let* ((a (binstore:store nil *damage-datum* :compression method))
+           (b (binstore:store nil (reverse *damage-datum*) :compression method))
+           (bad '()))
+      (flet ((check (label octets)
+               (let ((outcome (handler-case
+                                  (let ((value (binstore:restore octets :max-to-read (* 1024 1024)
+                                                                        :intern-symbols nil)))
+                                    (if (or (same-data-p *damage-datum* value)
+                                            (same-data-p (reverse *damage-datum*) value))
+                                        :same
+                                        :other-data))
+                                (error (c) c))))
+                 (unless (outcome-acceptable-p outcome method :length (length octets))
+                   (push (list label outcome) bad)))))
+        (loop for cut from 1 below (min (length a) (length b))
+              do (check (list :head-tail cut) (concatenate '(vector (unsigned-byte 8))
+                                                            (subseq a 0 cut) (subseq b cut)))
+                 (check (list :cut-then-whole cut) (concatenate '(vector (unsigned-byte 8))
+                                                                (subseq a 0 cut) b))))
+      (is (null bad) "~s: ~d splices unacceptable, first ~s" method (length bad) (last bad)))))
+
+(defun bomb (make-sink octet-count)
+  "A record of an octet vector of OCTET-COUNT zeros, compressed by the sink
+MAKE-SINK makes, built without that vector: the header and the vector's tag
+and length, then the zeros a mebibyte at a time."
+  (let* ((head (binstore:store nil (make-array 0 :element-type '(unsigned-byte 8))))
+         ;; the empty vector's record ends with its length, one zero byte
+         (head (concatenate '(vector (unsigned-byte 8)) (subseq head 0 (1- (length head)))
+                            (varint-octets octet-count)))
+         (zeros (make-array (* 1024 1024) :element-type '(unsigned-byte 8)))
+         (sink (funcall make-sink (binstore:make-octets-sink))))
+    (binstore:sink-write sink (simple-octets head) 0 (length head))
+    (loop for left = octet-count then (- left n)
+          for n = (min left (length zeros))
+          while (plusp n)
+          do (binstore:sink-write sink zeros 0 n))
+    (simple-octets (binstore:sink-finish sink))))
+
+(test decompression-bombs-hit-max-to-read
+  "A small frame holding a record of 100 million zero bytes: with a
+:max-to-read of 1 MiB, RESTORE-LIMIT-EXCEEDED on :max-to-read, before
+anything near that is decompressed or allocated; within the limit the
+record is restored."
+  (let ((held (contexts-held)))
+    (dolist (make-sink (list #'binstore:make-zstd-sink #'binstore:make-lz4-sink))
+      (let ((bomb (bomb make-sink 100000000)))
+        (is (< (length bomb) 1000000))
+        (handler-case (progn (binstore:restore bomb :max-to-read (* 1024 1024))
+                             (fail "a bomb was restored"))
+          (binstore:restore-limit-exceeded (c)
+            (is (eq :max-to-read (binstore:limit-exceeded-limit c)))))
+        (signals binstore:restore-limit-exceeded
+          (binstore:map-stored-objects #'identity bomb :max-to-read (* 1024 1024)))
+        (let ((small (bomb make-sink 3000000)))
+          (is (equalp (make-array 3000000 :element-type '(unsigned-byte 8))
+                      (binstore:restore small :max-to-read (* 4 1024 1024)))))))
+    (is (= held (contexts-held)))))
+
+(test damaged-input-leaves-no-context
+  "Every refused restore above freed its decompressor: none is held after
+a sweep of corrupted frames."
+  (let ((held (contexts-held)))
+    (dolist (method '(:zstd :lz4))
+      (let ((octets (binstore:store nil *damage-datum* :compression method)))
+        (dotimes (i (length octets))
+          (let ((copy (copy-seq octets)))
+            (setf (aref copy i) (logxor #x55 (aref copy i)))
+            (restore-outcome copy)
+            (restore-outcome (subseq octets 0 i))))))
+    (is (= held (contexts-held)))))
+
+(test offsets-inside-frames-count-bytes-of-the-place
+  "What is wrong with the record a frame holds is reported at the offset in
+the place where the frame was being read, the decompressed offset in the
+message."
+  (let ((bad (simple-octets (append (coerce (binstore:store nil 1) 'list) '(#x3F)))))
+    (dolist (make-sink (list #'binstore:make-zstd-sink #'binstore:make-lz4-sink))
+      (let* ((sink (funcall make-sink (binstore:make-octets-sink)))
+             (frame (progn (binstore:sink-write sink bad 0 (length bad))
+                           (simple-octets (binstore:sink-finish sink))))
+             (place (concatenate '(vector (unsigned-byte 8)) (binstore:store nil :first) frame)))
+        ;; one record, then a frame whose record is followed by a stray byte
+        (signals binstore:invalid-input (binstore:restore frame))
+        (handler-case (progn (binstore:map-stored-objects #'identity place)
+                             (fail "no condition"))
+          (binstore:invalid-input (c)
+            (is (<= (- (length place) (length frame)) (binstore:restore-error-offset c)
+                    (length place)))
+            (is (search "decompresses to" (princ-to-string c)))))))))
+
+(test ibuf-source-reads-what-follows
+  "The source a restore gives a decompressor reads the rest of the place."
+  (let ((octets (simple-octets (loop for i below 200000 collect (mod i 256))))
+        (out (make-array 150000 :element-type '(unsigned-byte 8))))
+    (binstore::call-with-byte-source-ibuf
+     (make-exact-source octets) nil
+     (lambda (ib)
+       (binstore::refill ib 10)
+       (incf (binstore::ibuf-pos ib) 10)
+       (let ((source (binstore::make-ibuf-source ib)))
+         (is (= 150000 (binstore:source-read source out 0 150000)))
+         (is (equalp (subseq octets 10 150010) out))
+         (is (= 49990 (binstore:source-read source out 0 150000)))
+         (is (equalp (subseq octets 150010) (subseq out 0 49990)))
+         (is (= 0 (binstore:source-read source out 0 150000))))))))
