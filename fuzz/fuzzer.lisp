@@ -20,7 +20,8 @@
            #:regression-directory
            #:regression-files
            #:read-octets
-           #:describe-condition))
+           #:describe-condition
+           #:compressed-p))
 
 (in-package #:binstore-fuzz)
 

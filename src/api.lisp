@@ -186,18 +186,9 @@ through (SBCL's bivalent streams take octets too)."
 ;;; binstore itself needs no C library.  It only recognises a compressed
 ;;; record by its first four bytes, the frame magic of zstd (28 B5 2F FD) or
 ;;; of LZ4 (04 22 4D 18), neither of which begins a sequence of binstore
-;;; records: a record with the header begins with #x24, and without it #x28
-;;; (no tracking) would be followed by the integer 69 (#xB5) and a record
-;;; beginning with #x2F, which is no tag; #x04 (a cons) by #x22, FILL, which
-;;; no object begins with.  A compressed record is one frame (STORE writes
-;;; one per record), so records compressed or not follow each other in any
-;;; order in one place, and each is recognised where it begins.
-
-(defconstant +zstd-frame-magic+ #xFD2FB528
-  "The zstd frame magic, 28 B5 2F FD, read as a little-endian 32-bit word.")
-
-(defconstant +lz4-frame-magic+ #x184D2204
-  "The LZ4 frame magic, 04 22 4D 18, read as a little-endian 32-bit word.")
+;;; records (src/format/tags.lisp).  A compressed record is one frame (STORE
+;;; writes one per record), so records compressed or not follow each other
+;;; in any order in one place, and each is recognised where it begins.
 
 (defvar *compression-hook* nil
   "NIL while the system binstore/compression is not loaded (binding it to NIL
@@ -264,9 +255,7 @@ decoder would, never signalling."
   (when (and (< (available ib) 4) (ibuf-refill-fn ib))
     (funcall (ibuf-refill-fn ib) ib 4))
   (and (>= (available ib) 4)
-       (case (mem-u32 (ibuf-sap ib) (ibuf-pos ib))
-         (#.+zstd-frame-magic+ :zstd)
-         (#.+lz4-frame-magic+ :lz4))))
+       (frame-magic-method (mem-u32 (ibuf-sap ib) (ibuf-pos ib)))))
 
 (declaim (inline compression-at))
 (defun compression-at (ib)

@@ -610,6 +610,15 @@ of what was read."
     (3 "objects and conses get ids")
     (t "invalid flags")))
 
+(defun frame-magic-at-cursor (cursor)
+  "The compression (:ZSTD or :LZ4) whose frame begins at CURSOR, or NIL."
+  (and (>= (cursor-left cursor) 4)
+       (let ((octets (cursor-octets cursor))
+             (pos (cursor-pos cursor)))
+         (frame-magic-method (logior (aref octets pos) (ash (aref octets (+ pos 1)) 8)
+                                     (ash (aref octets (+ pos 2)) 16)
+                                     (ash (aref octets (+ pos 3)) 24))))))
+
 (defun explain-octets (octets stream start max-depth max-items)
   "EXPLAIN's work on OCTETS: every record from START; return the number of
 records and the condition that stopped it, or NIL."
@@ -633,6 +642,13 @@ records and the condition that stopped it, or NIL."
             (format stream "end of input at 0x~4,'0x (~d): ~d record~:p~%"
                     (cursor-pos cursor) (cursor-pos cursor) records)
             (return (values records nil)))
+          (let ((method (frame-magic-at-cursor cursor)))
+            (when method
+              (format stream "0x~4,'0x (~d): ~:[a zstd~;an LZ4~] frame, a record stored with ~
+                              :compression; EXPLAIN reads binstore's own bytes only (RESTORE ~
+                              decompresses it)~%"
+                      (cursor-pos cursor) (cursor-pos cursor) (eq method :lz4))
+              (return (values records nil))))
           (ex-record ex root (incf records)))
       ((or error storage-condition) (condition)
         (ignore-errors (ex-flush ex root))
@@ -658,7 +674,8 @@ MAX-DEPTH, and past MAX-ITEMS objects in one container, are read but not
 shown (counted on a \"…\" line; MAX-ITEMS NIL shows all).
 
 EXPLAIN makes no object, interns no symbol and looks no package or class
-up.  At malformed bytes it prints what it read, then a line \"error at\"
+up.  It does not decompress: at a compressed record (a zstd or LZ4 frame,
+see *COMPRESSION*) it says so and stops.  At malformed bytes it prints what it read, then a line \"error at\"
 with the offset and the condition, and stops.  It never signals for the
 data (a file that cannot be read signals BINSTORE-FILE-ERROR as RESTORE
 would).  Returns the number of records it began and the condition that

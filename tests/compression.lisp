@@ -574,6 +574,19 @@ message."
                     (length place)))
             (is (search "decompresses to" (princ-to-string c)))))))))
 
+(test explain-names-a-frame
+  "EXPLAIN does not decompress: it explains the plain records before a
+frame, then says what the frame is and stops, without a condition."
+  (dolist (method '(:zstd :lz4))
+    (let* ((octets (concatenate '(vector (unsigned-byte 8))
+                                (binstore:store nil 1) (binstore:store nil 2 :compression method)))
+           (text (make-string-output-stream)))
+      (multiple-value-bind (records condition) (binstore:explain octets :stream text)
+        (is (= 1 records))
+        (is (null condition))
+        (is (search (if (eq method :zstd) "a zstd frame" "an LZ4 frame")
+                    (get-output-stream-string text)))))))
+
 (test ibuf-source-reads-what-follows
   "The source a restore gives a decompressor reads the rest of the place."
   (let ((octets (simple-octets (loop for i below 200000 collect (mod i 256))))

@@ -96,6 +96,25 @@ then +TAG-SPECIALIZED-VECTOR+ and the code follows the tag."
     (#.+element-type-double-float+ +tag-double-vector+)
     (t nil)))
 
+;;; Compressed records (see src/api.lisp, Compression): a zstd or LZ4 frame
+;;; where a record begins, told by its magic, read as a little-endian word.
+;;; Neither begins a sequence of records: #x28 (no tracking) would be
+;;; followed by the integer 69 and a record beginning with #x2F, no tag;
+;;; #x04 (a cons) by #x22, FILL, which begins no object.
+
+(defconstant +zstd-frame-magic+ #xFD2FB528
+  "The zstd frame magic, 28 B5 2F FD, read as a little-endian 32-bit word.")
+
+(defconstant +lz4-frame-magic+ #x184D2204
+  "The LZ4 frame magic, 04 22 4D 18, read as a little-endian 32-bit word.")
+
+(defun frame-magic-method (word)
+  "The compression (:ZSTD or :LZ4) whose frame magic the little-endian
+32-bit WORD is, or NIL."
+  (case word
+    (#.+zstd-frame-magic+ :zstd)
+    (#.+lz4-frame-magic+ :lz4)))
+
 ;;; Header: +tag-header+, then these three octets, then the version varint.
 (defparameter +header-octets+           ; "BST", the header's :MAGIC part
   (coerce (second (find :magic (tag-spec-parts (tag-spec-named :header)) :key #'first))

@@ -194,7 +194,7 @@ value); the methods here pass the end of a store on to INNER."
 ;;; An OBUF: what a compressor's output goes to when STORE compresses, so
 ;;; that the compressed record reaches any place the way a record does.
 
-(declaim (inline make-obuf-sink))      ; on the caller's stack
+(declaim (inline make-obuf-sink))
 (defstruct (obuf-sink (:include byte-sink) (:constructor make-obuf-sink (obuf)))
   "The bytes are written to OBUF, as the encoder writes them (its place's
 room function, limit and OUT-OF-SPACE apply)."

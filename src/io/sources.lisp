@@ -180,7 +180,7 @@ must not read INNER ahead: by default a filter is as greedy as INNER)."
 ;;; The rest of an IBUF: what a decompressor reads when a restore finds a
 ;;; compressed record in its place.
 
-(declaim (inline make-ibuf-source))    ; on the caller's stack
+(declaim (inline make-ibuf-source))
 (defstruct (ibuf-source (:include byte-source) (:constructor make-ibuf-source (ibuf)))
   "The bytes of IBUF from its position on, consumed as they are read: what
 RESTORE gives a decompressor when its place holds compressed data.  Not
