@@ -493,39 +493,45 @@ not of the slot's type."
 
 (defun fill-plain-slots (rs object d locations)
   "Read the values of OBJECT's slots, each into its place in LOCATIONS
-(raw or boxed, for a structure: see RESTORE-SLOT-RAW-KINDS), checking those
+\(raw or boxed, for a structure: see RESTORE-SLOT-RAW-KINDS), checking those
 of a typed slot first."
   (declare (type restore-descriptor d) (type (simple-array fixnum (*)) locations)
            (optimize speed))
   (let ((ib (rs-ibuf rs))
         (checks (restore-descriptor-checks d))
         (raw-kinds (restore-descriptor-raw-kinds d)))
-    (flet ((value (k tag)
-             ;; the Kth slot's value, which follows TAG, checked
-             (let ((value (object-from-tag rs tag)))
-               (when checks
-                 (unless (slot-value-fits-p value (svref checks k))
-                   (slot-type-error rs d k value)))
-               value)))
-      (declare (inline value))
+    (flet ((fill-slots (structure checked)
+             ;; inline with constant arguments: each kind of class gets a
+             ;; loop without the tests it does not need (an untyped standard
+             ;; object's restore took 7% longer with them)
+             (flet ((value (k tag)
+                      ;; the Kth slot's value, which follows TAG, checked
+                      (let ((value (object-from-tag rs tag)))
+                        (when checked
+                          (unless (slot-value-fits-p value (svref checks k))
+                            (slot-type-error rs d k value)))
+                        value)))
+               (declare (inline value))
+               (loop for i of-type fixnum across locations
+                     for k of-type index from 0
+                     do (let ((tag (read-u8 ib)))
+                          (cond ((not structure)
+                                 ;; a fresh instance's slots start unbound
+                                 (unless (= tag +tag-unbound-slot+)
+                                   (setf (standard-slot-at object i) (value k tag))))
+                                ((= tag +tag-unbound-slot+)
+                                 (unbound-structure-slot rs (restore-descriptor-class d)))
+                                (t
+                                 (let ((value (value k tag))
+                                       (kind (and raw-kinds (svref raw-kinds k))))
+                                   (if kind
+                                       ;; checked above against the slot's type
+                                       (set-structure-raw-slot object i kind value)
+                                       (setf (structure-slot-at object i) value))))))))))
+      (declare (inline fill-slots))
       (if (restore-descriptor-structure-p d)
-          (loop for i of-type fixnum across locations
-                for k of-type index from 0
-                do (let ((tag (read-u8 ib)))
-                     (when (= tag +tag-unbound-slot+)
-                       (unbound-structure-slot rs (restore-descriptor-class d)))
-                     (let ((value (value k tag))
-                           (kind (and raw-kinds (svref raw-kinds k))))
-                       (if kind
-                           ;; checked above against the slot's type
-                           (set-structure-raw-slot object i kind value)
-                           (setf (structure-slot-at object i) value)))))
-          (loop for i of-type fixnum across locations
-                for k of-type index from 0
-                do (let ((tag (read-u8 ib)))
-                     ;; a fresh instance's slots start unbound
-                     (unless (= tag +tag-unbound-slot+)
-                       (setf (standard-slot-at object i) (value k tag)))))))
+          (if checks (fill-slots t t) (fill-slots t nil))
+          (if checks (fill-slots nil t) (fill-slots nil nil))))
     object))
 
 (defun fill-instance (rs object d)
