@@ -30,7 +30,7 @@ and 0.  As WINDOW-INTEGER, it reads nothing else and calls nothing."
     ;; the small references' range as one comparison, by wrapping around:
     ;; the commonest case falls through
     (cond ((< (ldb (byte 8 0) (- tag +first-small-ref-tag+)) +small-ref-count+)
-           (values (small-ref-id tag) 1))
+           (values (- tag +first-small-ref-tag+) 1))
           ((= tag +tag-ref+)
            (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
              (if next
@@ -158,7 +158,7 @@ READ-OBJECT would give it."
     (let* ((tag (mem-u8 sap p))
            (size (cond ((>= tag +first-small-int-tag+) 1)
                        ((>= tag +first-small-ref-tag+)
-                        (and (< (small-ref-id tag) (rs-next-id rs)) 1))
+                        (and (< (- tag +first-small-ref-tag+) (rs-next-id rs)) 1))
                        ((= tag +tag-cons-ref+)
                         (let ((next (nth-value 1 (window-cons-ref-id rs sap p end))))
                           (and next (- next p))))
@@ -406,8 +406,7 @@ place, or a :PART filler), and the general reader between them.
   The place is the cons C (with LAST, the cons before it), or the index I:
     (PLACE-P)       true while there is a place: (CONSP C), (< I N);
     (PUT x)         store X at the place: (SETF (CAR C) X), (SETF (SVREF V I) X);
-    (ADVANCE [cdr-first])  go to the next place: (SETF LAST C C (CDR C)),
-                    or with CDR-FIRST (PSETF C (CDR C) LAST C); (INCF I);
+    (ADVANCE)       go to the next place: (PSETF C (CDR C) LAST C), (INCF I);
     (PLACE-SOURCE)  the place as REGISTER-BOXES takes it: C and 0, V and I;
     (WITH-OWN-PLACE form...)  run the FORMs on copies of P and of the
                     place, in variables of their own, copied back after;
@@ -459,10 +458,10 @@ the window holds from P (below END) on; return the index and the offset reached.
           (let ((c run) (last run))
             (macrolet ((place-p () '(consp c))
                        (put (x) `(setf (car c) ,x))
-                       (advance (&optional cdr-first)
-                         (if cdr-first
-                             '(psetf c (cdr c) last c)
-                             '(setf last c c (cdr c))))
+                       ;; the next cons from C, in a register, before LAST,
+                       ;; which may live on the stack: from LAST each cdr
+                       ;; would wait for a store and a load
+                       (advance () '(psetf c (cdr c) last c))
                        (place-source () '(values c 0))
                        (with-own-place (&body forms)
                          `(multiple-value-setq (p c last)
@@ -487,9 +486,7 @@ a T array's, into its storage vector); return V."
             (declare (type index i))
             (macrolet ((place-p () '(< i n))
                        (put (x) `(setf (svref v i) ,x))
-                       (advance (&optional cdr-first)
-                         (declare (ignore cdr-first))
-                         '(incf i))
+                       (advance () '(incf i))
                        (place-source () '(values v i))
                        (with-own-place (&body forms)
                          `(multiple-value-setq (p i)
@@ -593,12 +590,7 @@ a T array's, into its storage vector); return V."
                                                 (put x)
                                                 (setf p (truly-the index
                                                                    (+ p (box-bytes tag))))
-                                                ;; the next cons from C, in a
-                                                ;; register, before LAST, which
-                                                ;; lives on the stack: from LAST
-                                                ;; each cdr would wait for a
-                                                ;; store and a load
-                                                (advance t)))))
+                                                (advance)))))
                           ;; counted from the bytes read: a list's loop
                           ;; counts no conses
                           (when (> p from)

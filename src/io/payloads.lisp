@@ -1,6 +1,6 @@
-;;;; The payloads of fixed size: the in-tag small integers and small
-;;;; references, the integers of one to eight bytes after their tag, the
-;;;; floats and the complexes of floats.  Each is decoded here only: from raw memory (the window loops,
+;;;; The payloads of fixed size: the in-tag small integers, the integers of
+;;;; one to eight bytes after their tag, the floats and the complexes of
+;;;; floats.  Each is decoded here only: from raw memory (the window loops,
 ;;;; which check the bounds themselves) and through an IBUF (the decoder's
 ;;;; dispatch, which refills).  Every caller passes a constant tag, or one
 ;;;; it has just dispatched on, so the tests on TAG below fold away and each
@@ -8,7 +8,7 @@
 
 (in-package #:binstore)
 
-(declaim (inline small-int-value small-ref-id fixed-payload-bytes fixed-integer-value fixed-float-value
+(declaim (inline small-int-value fixed-payload-bytes fixed-integer-value fixed-float-value
                  read-fixed-integer read-fixed-float))
 
 (defun small-int-value (tag)
@@ -16,12 +16,6 @@
 above) stands for."
   (declare (type (unsigned-byte 8) tag))
   (- tag +small-int-bias+))
-
-(defun small-ref-id (tag)
-  "The id a small reference's TAG (+FIRST-SMALL-REF-TAG+ and the
-+SMALL-REF-COUNT+ tags after it) names."
-  (declare (type (unsigned-byte 8) tag))
-  (- tag +first-small-ref-tag+))
 
 (defun fixed-payload-bytes (tag)
   "The bytes after TAG of a number of fixed size: 1, 2, 4 or 8 for the
@@ -54,10 +48,7 @@ it unboxed."
   (declare (type (unsigned-byte 8) tag))
   (cond ((= tag +tag-double-float+) (mem-double sap q))
         ((= tag +tag-complex-double+)
-         ;; the imaginary part first: Q is then free once the real part's
-         ;; load has it, which saves the loops over complexes a move each
-         (let ((imagpart (mem-double sap (+ q 8))))
-           (complex (mem-double sap q) imagpart)))
+         (complex (mem-double sap q) (mem-double sap (+ q 8))))
         ((= tag +tag-single-float+) (mem-single sap q))
         (t (complex (mem-single sap q) (mem-single sap (+ q 4))))))
 
