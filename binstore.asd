@@ -2,7 +2,8 @@
 ;;;;
 ;;;; The modules mirror the architecture (see doc/FORMAT.md and README.md).
 ;;;; Each depends on the modules it uses directly, all of them below it:
-;;;;   base       the package, the INDEX type, the conditions
+;;;;   base       the package, the INDEX type, the conditions, the extension
+;;;;              points (generic functions and the registry of user codecs)
 ;;;;   platform   (base) the only files that name SBCL's internals or call
 ;;;;              the operating system: raw memory, object layouts, the
 ;;;;              control stack, prefetching, system calls
@@ -63,7 +64,9 @@ for other systems' files."
     :pathname "src"
     :components ((:file "package")
                  (:file "types" :depends-on ("package"))
-                 (:file "conditions" :depends-on ("package"))))
+                 (:file "conditions" :depends-on ("package"))
+                 ;; the generic functions and the codec registry users extend
+                 (:file "extensions" :depends-on ("package"))))
    ;; the only files that name SBCL's internals or the operating system
    (:module "platform"
     :pathname "src/platform"
@@ -182,6 +185,7 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package"))
                (:file "sinks" :depends-on ("compare"))
+               (:file "extensions" :depends-on ("compare"))
                (:file "compression" :depends-on ("compare" "generator" "places")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.

@@ -17,6 +17,7 @@
 ;;;;       missing-symbol           restarts: intern-anyway, make-uninterned
 ;;;;       missing-class            restarts: use-other-class
 ;;;;       missing-slot             restarts: discard-slot, use-other-slot
+;;;;       missing-codec            restarts: skip-codec, use-other-codec
 ;;;;     limit-exceeded             superclass of the two *-limit-exceeded
 ;;;;     binstore-file-error        also a FILE-ERROR: a file could not be used
 ;;;;     compression-unavailable    compressed data, or :compression, without
@@ -193,6 +194,18 @@ Restarts: DISCARD-SLOT (drop its values), USE-OTHER-SLOT (slot name).")
   (:report (lambda (c s)
              (format s "binstore: class ~s has no slot ~s~@[ (at byte ~d)~]"
                      (missing-slot-class c) (missing-slot-name c)
+                     (restore-error-offset c)))))
+
+(define-condition missing-codec (restore-error)
+  ((name :initarg :name :reader missing-codec-name))
+  (:documentation "A stored object was written by a user codec (see
+REGISTER-CODEC) that is not registered here, or that cannot make the object
+the way the file needs (ALLOCATE and FILL for an object that may be part of
+a cycle).  Restarts: SKIP-CODEC (restore every object of that codec as NIL,
+its stored value read and dropped), USE-OTHER-CODEC (a codec name).")
+  (:report (lambda (c s)
+             (format s "binstore: codec ~s ~a~@[ (at byte ~d)~]"
+                     (missing-codec-name c) (binstore-error-message c)
                      (restore-error-offset c)))))
 
 ;;; Compression lives in another system, binstore/compression, so that

@@ -49,6 +49,15 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:*scratch-limit*
    #:*huge-pages*
    #:release-scratch
+   ;; Extension points: per class, and user codecs per type
+   #:stored-slots
+   #:restore-construction
+   #:after-restore
+   #:upgrade-instance
+   #:register-codec
+   #:unregister-codec
+   #:define-codec
+   #:find-codec
    ;; Conditions
    #:binstore-error
    #:binstore-error-message
@@ -78,6 +87,10 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:end-of-data
    #:binstore-file-error
    #:compression-unavailable
+   #:missing-codec
+   #:missing-codec-name
+   #:skip-codec
+   #:use-other-codec
    #:compression-unavailable-method
    #:missing-package
    #:missing-package-name

@@ -9,13 +9,26 @@
 ;;;; On restore a descriptor is resolved once against the classes of the
 ;;;; running image: a missing class or slot signals MISSING-CLASS /
 ;;;; MISSING-SLOT with restarts, and the answer serves every instance.
+;;;;
+;;;; The extension points (src/extensions.lisp) are asked here, once per
+;;;; class: STORED-SLOTS when a descriptor is made, on both sides;
+;;;; RESTORE-CONSTRUCTION, AFTER-RESTORE and UPGRADE-INSTANCE when one is
+;;;; resolved.  A class without methods gets the descriptors it always had.
+;;;;
+;;;; User codecs: a descriptor of kind :codec names a codec instead of a
+;;;; class, with one slot, the value the codec wrote.  A codec that makes
+;;;; its object from that value (DECODE) writes CODEC-OBJECT descriptor
+;;;; value, and the object takes its id after the value, as a leaf; one that
+;;;; allocates first (ALLOCATE, FILL) writes INSTANCE descriptor value, and
+;;;; the object takes its id before the value, as a container, so the value
+;;;; may hold it.
 
 (in-package #:binstore)
 
 (defstruct (class-descriptor (:constructor make-class-descriptor
                                  (class kind slot-names readers layout locations)))
   class
-  (kind 0 :type (integer 0 2))
+  (kind 0 :type (integer 0 3))
   slot-names
   ;; per slot, a function (instance) -> value or **UNSET**
   (readers #() :type simple-vector)
@@ -24,7 +37,14 @@
   ;; or its slot vector (standard objects), the index of each: the values
   ;; are then read in place, with no reader to call
   (locations nil :type (or null (simple-array fixnum (*))))
+  (codec nil :type (or null user-codec)) ; for a codec's descriptor
   (id -1 :type fixnum))  ; the descriptor's id once written in this store
+
+(defun make-codec-descriptor (codec)
+  "The descriptor of the user codec CODEC: kind :codec, one slot."
+  (let ((d (make-class-descriptor nil +class-kind-codec+ '(:value) #() nil nil)))
+    (setf (class-descriptor-codec d) codec)
+    d))
 
 (defun slot-access (class slotd)
   "How a slot of CLASS is reached directly: (values :structure name) for a
@@ -67,14 +87,53 @@ NIL for a discarded one) when all have one; otherwise NIL."
     (when (every #'integerp locations)
       (coerce locations '(simple-array fixnum (*))))))
 
-(defun stored-slots (class kind store-class-slots)
-  "The slot definitions of CLASS whose values are stored."
+(defun class-stored-slots (class kind store-class-slots)
+  "The slot definitions of CLASS whose values are stored by default."
   (ensure-class-finalized class)
   (remove-if-not (lambda (slotd)
                    (or (/= kind +class-kind-standard-object+)
                        store-class-slots
                        (eq (slot-definition-allocation slotd) :instance)))
                  (class-slots class)))
+
+(defun slot-specs (object class kind store-class-slots error-type)
+  "What STORED-SLOTS says of OBJECT's CLASS: a list of (slot-definition
+store-function restore-function), one per stored slot, in order.  A name
+that is not a slot of CLASS, or a malformed entry, signals ERROR-TYPE."
+  (let ((answer (stored-slots object)))
+    (flet ((fail (control &rest arguments)
+             (error error-type
+                    :message (format nil "stored-slots of ~s: ~?" (class-name class)
+                                     control arguments))))
+      (if (eq answer :all)
+          (mapcar (lambda (slotd) (list slotd nil nil))
+                  (class-stored-slots class kind store-class-slots))
+          (progn
+            (unless (listp answer)
+              (fail "~s is neither :ALL nor a list" answer))
+            (ensure-class-finalized class)
+            (mapcar (lambda (entry)
+                      (destructuring-bind (name &key store restore)
+                          (if (and (consp entry) (evenp (length (rest entry))))
+                              entry
+                              (list entry))
+                        (let ((slotd (find name (class-slots class) :key #'slot-definition-name)))
+                          (unless (and (symbolp name) slotd)
+                            (fail "~s names no slot" name))
+                          (unless (and (or (null store) (functionp store))
+                                       (or (null restore) (functionp restore)))
+                            (fail "the STORE and RESTORE of ~s are not functions" name))
+                          (list slotd store restore))))
+                    answer))))))
+
+(defun transformed-reader (reader store)
+  "READER, or when STORE is a function, a reader that returns STORE of a
+bound slot's value."
+  (if store
+      (lambda (o)
+        (let ((value (funcall (the function reader) o)))
+          (if (eq value **unset**) value (funcall (the function store) value))))
+      reader))
 
 (defun class-kind (object)
   (etypecase object
@@ -103,19 +162,35 @@ the class's one descriptor.)"
                          (setf (ss-descriptors ss) (make-hash-table :test 'eq)))))
     (or (gethash class descriptors)
         (setf (gethash class descriptors)
-              (let* ((kind (progn
-                             ;; once per class: instances of a class the
-                             ;; writer refuses never get a descriptor
-                             (when (unstorable-p object)
-                               (unstorable ss object))
-                             (class-kind object)))
-                     (slots (stored-slots class kind (ss-store-class-slots ss))))
-                (make-class-descriptor
-                 class kind
-                 (mapcar #'slot-definition-name slots)
-                 (map 'vector (lambda (slotd) (slot-reader class slotd)) slots)
-                 (instance-layout object)
-                 (boxed-slot-locations class slots)))))))
+              (let ((codec (codec-for-object object)))
+                (if codec
+                    (codec-descriptor ss codec)
+                    (let* ((kind (progn
+                                   ;; once per class: instances of a class the
+                                   ;; writer refuses never get a descriptor
+                                   (when (unstorable-p object)
+                                     (unstorable ss object))
+                                   (class-kind object)))
+                           (specs (slot-specs object class kind (ss-store-class-slots ss)
+                                              'store-error))
+                           (slots (mapcar #'first specs)))
+                      (make-class-descriptor
+                       class kind
+                       (mapcar #'slot-definition-name slots)
+                       (map 'vector (lambda (spec)
+                                      (transformed-reader (slot-reader class (first spec))
+                                                          (second spec)))
+                            specs)
+                       (instance-layout object)
+                       ;; a transformed value is not read in place
+                       (and (notany #'second specs) (boxed-slot-locations class slots))))))))))
+
+(defun codec-descriptor (ss codec)
+  "The descriptor of the user codec CODEC in this store, made once."
+  (let ((descriptors (or (ss-descriptors ss)
+                         (setf (ss-descriptors ss) (make-hash-table :test 'eq)))))
+    (or (gethash codec descriptors)
+        (setf (gethash codec descriptors) (make-codec-descriptor codec)))))
 
 (defun write-class-descriptor (ss d)
   "Write D, or a reference to it after its first time (its id kept in it,
@@ -126,7 +201,10 @@ as the descriptor lives only as long as the store)."
         (progn
           (write-u8 ob +tag-class-descriptor+)
           (write-u8 ob (class-descriptor-kind d))
-          (write-object ss (class-name (class-descriptor-class d)))
+          (write-object ss (let ((codec (class-descriptor-codec d)))
+                             (if codec
+                                 (user-codec-name codec)
+                                 (class-name (class-descriptor-class d)))))
           (write-varint ob (length (class-descriptor-slot-names d)))
           (dolist (name (class-descriptor-slot-names d))
             (write-object ss name))
@@ -172,14 +250,56 @@ whether it was written before.  Otherwise as any container."
   (declare (type store-state ss) (optimize speed))
   (let* ((d (descriptor-for ss object))
          (id (referable-descriptor-id d)))
-    (if (and id (< (ss-depth ss) +max-physical-depth+))
+    (cond
+      ((class-descriptor-codec d) (write-codec-object ss object d))
+      ((and id (< (ss-depth ss) +max-physical-depth+))
         (unless (and (ss-track ss) (written-before-or-remember-p ss object))
           (put-instance-tag (ss-obuf ss) id)
           (incf (ss-depth ss))
           (check-store-depth ss)
           (write-instance-contents ss object d)
-          (decf (ss-depth ss)))
-        (write-container-object ss object))))
+          (decf (ss-depth ss))))
+      (t (write-container-object ss object)))))
+
+(defun write-codec-object (ss object d)
+  "Write OBJECT with the user codec of the descriptor D: a reference when
+it was written before; otherwise the codec's value, after the descriptor,
+as CODEC-OBJECT (the codec DECODEs: OBJECT takes its id after the value,
+which therefore cannot hold OBJECT: STORE-ERROR) or as INSTANCE (the codec
+ALLOCATEs and FILLs: OBJECT takes its id first).  Codec objects are never
+deferred, so they nest at most +MAX-PHYSICAL-DEPTH+ deep."
+  (declare (type store-state ss))
+  (let* ((codec (class-descriptor-codec d))
+         (allocates (user-codec-allocate codec))
+         (ob (ss-obuf ss)))
+    (when (member object (ss-codec-stack ss) :test #'eq)
+      (error 'store-error
+             :message (format nil "~a holds itself through the value of its codec ~s, ~
+                                   which makes objects with DECODE; a codec with ALLOCATE ~
+                                   and FILL can store a cycle"
+                              (brief object) (user-codec-name codec))))
+    (unless (and (ss-track ss) (written-before-p ss object))
+      (when (>= (ss-depth ss) +max-physical-depth+)
+        (error 'store-limit-exceeded
+               :limit :nesting :value +max-physical-depth+
+               :message (format nil "objects of user codecs nest deeper than ~d"
+                                +max-physical-depth+)))
+      (write-u8 ob (if allocates +tag-instance+ +tag-codec-object+))
+      (write-class-descriptor ss d)
+      (when (and allocates (ss-track ss))
+        (remember ss object))
+      (let ((value (funcall (user-codec-encode codec) object)))
+        (incf (ss-depth ss))
+        (check-store-depth ss)
+        (if allocates
+            (write-object ss value)
+            (progn
+              (push object (ss-codec-stack ss))
+              (unwind-protect (write-object ss value)
+                (pop (ss-codec-stack ss)))))
+        (decf (ss-depth ss)))
+      (when (and (not allocates) (ss-track ss))
+        (remember ss object)))))
 
 (declaim (inline write-slot-value))
 (defun write-slot-value (ss x)
@@ -229,7 +349,8 @@ room checked once, anything else through WRITE-OBJECT."
 
 (defstruct (restore-descriptor
             (:constructor make-restore-descriptor
-                (class allocator setters checks locations raw-kinds structure-p)))
+                (class allocator setters checks locations raw-kinds structure-p
+                 &key codec finish upgrade slot-names)))
   class
   (allocator nil :type function)
   (setters #() :type simple-vector)
@@ -241,7 +362,15 @@ room checked once, anything else through WRITE-OBJECT."
   (locations nil :type (or null (simple-array fixnum (*))))
   ;; for a structure with raw slots, each slot's STRUCTURE-SLOT-RAW-KIND
   (raw-kinds nil :type (or null simple-vector))
-  (structure-p nil :type boolean))
+  (structure-p nil :type boolean)
+  ;; the extension points: a user codec (then the rest is unused), what to
+  ;; do once the restore is complete (a list of functions of the instance:
+  ;; INITIALIZE-INSTANCE, AFTER-RESTORE), and whether UPGRADE-INSTANCE fills
+  ;; the instances from the stored slot names (SLOT-NAMES)
+  (codec nil :type (or null user-codec))
+  (finish '() :type list)
+  (upgrade nil :type boolean)
+  (slot-names '() :type list))
 
 (defun new-slot-names (class stored-slots)
   "The names of CLASS's instance slots with an initform that STORED-SLOTS
@@ -409,16 +538,113 @@ when the caller chose to discard it."
                            (list (read *query-io*)))
             (find-or-ask-slot rs class other))))))
 
+(defun other-method-p (function arguments)
+  "True when a method of the generic FUNCTION other than its method on T
+\(binstore's default) applies to ARGUMENTS."
+  (some (lambda (method)
+          (notevery (lambda (specializer) (eq specializer (find-class 't)))
+                    (method-specializers method)))
+        (compute-applicable-methods function arguments)))
+
+(defun find-or-ask-codec (rs name)
+  "The user codec registered under NAME, or what the restarts of
+MISSING-CODEC choose: NIL to skip (restore its objects as NIL)."
+  (or (and (symbolp name) (find-codec name))
+      (restart-case
+          (error 'missing-codec :name name :offset (ibuf-offset (rs-ibuf rs))
+                                :message "is not registered")
+        (skip-codec ()
+          :report "Restore every object of this codec as NIL."
+          nil)
+        (use-other-codec (other)
+          :report "Use another codec instead."
+          :interactive (lambda ()
+                         (format *query-io* "Codec name: ")
+                         (list (read *query-io*)))
+          (find-or-ask-codec rs other)))))
+
+(defun codec-restore-descriptor (rs name slot-names)
+  "The restore descriptor of a :CODEC class descriptor naming the codec
+NAME; its allocator makes the object of a codec that allocates first."
+  (unless (and (symbolp name) (equal slot-names '(:value)))
+    (restore-invalid rs "a codec descriptor without a symbol for name and one slot :VALUE"
+                     "a codec's name and the slot :VALUE"))
+  (let* ((codec (find-or-ask-codec rs name))
+         (allocate (and codec (user-codec-allocate codec))))
+    (make-restore-descriptor nil (or allocate (constantly nil)) #() nil nil nil nil
+                             :codec codec :slot-names slot-names)))
+
 (defun read-class-descriptor (rs)
   (let* ((ib (rs-ibuf rs))
          (kind (read-u8 ib))
          (name (read-object rs))
          (n (check-count ib (read-varint ib) 1 "a slot list"))
          (slot-names (loop repeat n collect (read-object rs))))
-    (unless (<= kind +class-kind-condition+)
-      (restore-invalid rs (format nil "class kind ~d" kind) "0, 1 or 2"))
+    (unless (<= kind +class-kind-codec+)
+      (restore-invalid rs (format nil "class kind ~d" kind) "0, 1, 2 or 3"))
     (unless (every #'symbolp slot-names)
       (restore-invalid rs "a slot name that is not a symbol" "symbols"))
+    (if (= kind +class-kind-codec+)
+        (register-always rs (codec-restore-descriptor rs name slot-names))
+        (read-class-descriptor-of-class rs kind name slot-names))))
+
+(defun upgrade-p (rs class prototype slot-names)
+  "True when the instances of CLASS whose stored slots are SLOT-NAMES are
+to be filled by UPGRADE-INSTANCE: the slots STORED-SLOTS names today differ
+from them, and a method applies."
+  (declare (ignore rs))
+  (and (other-method-p #'upgrade-instance (list prototype '()))
+       (let ((current (mapcar (lambda (spec) (slot-definition-name (first spec)))
+                              (slot-specs prototype class (class-kind prototype) nil
+                                          'invalid-input)))
+             (all (mapcar #'slot-definition-name (class-slots class))))
+         ;; a stored slot the class lost, or a slot it stores today that
+         ;; the file does not hold (class slots are stored or not by option)
+         (or (set-difference slot-names all) (set-difference current slot-names)))))
+
+(defun finish-functions (rs class prototype)
+  "What to call on each instance of CLASS once the restore is complete:
+INITIALIZE-INSTANCE when RESTORE-CONSTRUCTION says :INITIALIZE, then
+AFTER-RESTORE when a method applies."
+  (let ((construction (restore-construction prototype)))
+    (unless (member construction '(:allocate :initialize))
+      (restore-invalid rs (format nil "restore-construction of ~s is ~s" (class-name class)
+                                  construction)
+                       ":ALLOCATE or :INITIALIZE"))
+    (when (and (eq construction :initialize) (typep class 'structure-class))
+      (restore-invalid rs (format nil "restore-construction of structure ~s is :INITIALIZE"
+                                  (class-name class))
+                       ":ALLOCATE (structures have no INITIALIZE-INSTANCE)"))
+    (append (and (eq construction :initialize) (list #'initialize-instance))
+            (and (other-method-p #'after-restore (list prototype)) (list #'after-restore)))))
+
+(defun restore-transforms (rs class prototype slots)
+  "For SLOTS (effective slot definitions, NIL for discarded ones) of CLASS,
+the RESTORE function STORED-SLOTS gives each, or NIL when none has one."
+  (let* ((specs (slot-specs prototype class (class-kind prototype) t 'invalid-input))
+         (transforms (mapcar (lambda (slotd)
+                               (and slotd (third (find slotd specs :key #'first))))
+                             slots)))
+    (declare (ignore rs))
+    (and (some #'identity transforms) transforms)))
+
+(defun transformed-setter (rs class setter check transform)
+  "SETTER, or when TRANSFORM is a function, a setter of TRANSFORM of the
+value, checked against the slot's CHECK."
+  (if (and setter transform)
+      (lambda (o v)
+        (let ((value (funcall (the function transform) v)))
+          (unless (slot-value-fits-p value check)
+            (restore-invalid rs (format nil "a slot of ~s gets a ~s from its RESTORE function"
+                                        (class-name class) (type-of value))
+                             (format nil "a value of type ~s" (slot-check-type check))))
+          (funcall (the function setter) o value)))
+      setter))
+
+(defun read-class-descriptor-of-class (rs kind name slot-names)
+  "The restore descriptor of a class descriptor of KIND (not :CODEC)
+naming the class NAME and its stored SLOT-NAMES."
+  (progn
     (let ((class (find-or-ask-class rs name)))
       (unless (typep class (ecase kind
                              (#.+class-kind-structure+ 'structure-class)
@@ -427,24 +653,49 @@ when the caller chose to discard it."
         (restore-invalid rs (format nil "class ~s is not of the stored kind" (class-name class))
                          "a class of the same kind"))
       (ensure-class-finalized class)
-      (let ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
-                           slot-names)))
-        (register-always
-         rs (make-restore-descriptor
-             class
-             (let ((allocate (instance-allocator class))
-                   (new-slots (new-slot-names class slots)))
-               (if new-slots
-                   ;; what CLOS does for slots a redefined class adds: their
-                   ;; initforms, which cannot see the other slots, so they
-                   ;; may run before the stored slots are filled
-                   (lambda () (shared-initialize (funcall allocate) new-slots))
-                   allocate))
-             (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots)
-             (slot-checks slots)
-             (restore-slot-locations class slots)
-             (restore-slot-raw-kinds class slots)
-             (typep class 'structure-class)))))))
+      (let* ((allocate (instance-allocator class))
+             ;; the extension points are asked with an instance of the class
+             (prototype (funcall allocate))
+             (finish (finish-functions rs class prototype)))
+        (if (upgrade-p rs class prototype slot-names)
+            (register-always
+             rs (make-restore-descriptor class allocate #() nil nil nil
+                                         (typep class 'structure-class)
+                                         :finish finish :upgrade t :slot-names slot-names))
+            (let* ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
+                                  slot-names))
+                   (transforms (restore-transforms rs class prototype slots))
+                   (checks (slot-checks slots))
+                   (new-slots (and (not (member #'initialize-instance finish))
+                                   (new-slot-names class slots))))
+              (register-always
+               rs (make-restore-descriptor
+                   class
+                   (if new-slots
+                       ;; what CLOS does for slots a redefined class adds: their
+                       ;; initforms, which cannot see the other slots, so they
+                       ;; may run before the stored slots are filled
+                       (lambda () (shared-initialize (funcall allocate) new-slots))
+                       allocate)
+                   (if transforms
+                       (map 'vector (lambda (slotd transform check)
+                                      (and slotd (transformed-setter
+                                                  rs class (slot-setter class slotd)
+                                                  check transform)))
+                            slots transforms (or checks (make-list (length slots))))
+                       (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots))
+                   ;; a transformed value is checked by its setter
+                   (if transforms
+                       (and checks
+                            (map 'vector (lambda (check transform) (and (not transform) check))
+                                 checks transforms))
+                       checks)
+                   ;; a transformed value goes through its setter, and an
+                   ;; instance with FINISH functions through FILL-EXTENDED-INSTANCE
+                   (and (not transforms) (not finish) (restore-slot-locations class slots))
+                   (and (not transforms) (not finish) (restore-slot-raw-kinds class slots))
+                   (typep class 'structure-class)
+                   :finish finish))))))))
 
 (declaim (inline read-instance-header fill-instance))
 (defun read-instance-header (rs)
@@ -537,9 +788,40 @@ of a typed slot first."
 (defun fill-instance (rs object d)
   (declare (type restore-descriptor d))
   (let ((locations (restore-descriptor-locations d)))
-    (if locations
-        (fill-plain-slots rs object d locations)
-        (fill-slots-through-setters rs object d))))
+    (cond (locations (fill-plain-slots rs object d locations))
+          ((or (null (restore-descriptor-class d)) ; a user codec's
+               (restore-descriptor-upgrade d) (restore-descriptor-finish d))
+           (fill-extended-instance rs object d))
+          (t (fill-slots-through-setters rs object d)))))
+
+(defun fill-extended-instance (rs object d)
+  "Fill OBJECT, of a class with extension points, or made by a user codec
+that allocates first (or NIL for a skipped codec); its FINISH functions
+wait for the end of the restore."
+  (declare (type restore-descriptor d))
+  (when (restore-descriptor-finish d)
+    ;; pushed before the slots are read: the functions run in the order
+    ;; the instances were made
+    (push (cons object (restore-descriptor-finish d)) (rs-finish rs)))
+  (let ((codec (restore-descriptor-codec d)))
+    (cond ((restore-descriptor-class d)
+           (if (restore-descriptor-upgrade d)
+               (upgrade-instance
+                object
+                (loop for name in (restore-descriptor-slot-names d)
+                      for value = (read-slot-value rs)
+                      unless (eq value **unset**)
+                        nconc (list name value)))
+               (fill-slots-through-setters rs object d)))
+          ((null codec)
+           ;; a skipped codec (SKIP-CODEC): its value is read and dropped
+           (read-object rs))
+          ((user-codec-fill codec)
+           (funcall (user-codec-fill codec) object (read-object rs)))
+          (t (error 'missing-codec
+                    :name (user-codec-name codec) :offset (ibuf-offset (rs-ibuf rs))
+                    :message "has no ALLOCATE and FILL for an object written by one")))
+    object))
 
 (defun read-slot-value (rs)
   "A slot's value, or **UNSET** for an unbound slot."
@@ -573,3 +855,30 @@ it, in one function)."
   (multiple-value-bind (object d) (read-instance-header rs)
     (register rs object)
     (nested (rs) (fill-instance rs object d))))
+
+(defun read-codec-object (rs)
+  "Read a CODEC-OBJECT whose tag was just consumed: its codec's descriptor,
+the value, then the object DECODE makes of it, which takes its id."
+  (let ((d (read-object rs)))
+    (unless (and (restore-descriptor-p d) (null (restore-descriptor-class d)))
+      (restore-invalid rs "a codec object whose descriptor is not a codec's"
+                       "a codec descriptor"))
+    (let* ((value (nested (rs) (read-object rs)))
+           (codec (restore-descriptor-codec d))
+           (object (cond ((null codec) nil)          ; skipped (SKIP-CODEC)
+                         ((user-codec-decode codec)
+                          (funcall (user-codec-decode codec) value))
+                         (t (error 'missing-codec
+                                   :name (user-codec-name codec)
+                                   :offset (ibuf-offset (rs-ibuf rs))
+                                   :message "has no DECODE for an object written by one")))))
+      (register rs object))))
+
+(defun run-finish-functions (rs)
+  "Call the functions the extension points asked for on the instances
+restored so far, oldest first, once: the record's objects are complete."
+  (let ((pending (nreverse (rs-finish rs))))
+    (setf (rs-finish rs) '())
+    (loop for (object . functions) in pending
+          do (dolist (function functions)
+               (funcall (the function function) object)))))

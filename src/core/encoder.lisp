@@ -65,11 +65,13 @@ vector): its id can be taken before it is written, in the same probe."
       (hash-table (write-container-object ss x))
       (package (write-package-object ss x))
       (pathname (tracked-leaf (ss x) (write-pathname ss x)))
-      (t (if (typep x '(or structure-object standard-object condition))
-             ;; DESCRIPTOR-FOR refuses the instances UNSTORABLE-P names,
-             ;; once per class
-             (write-instance ss x)
-             (unstorable ss x))))))
+      (t (cond ((typep x '(or structure-object standard-object condition))
+                ;; DESCRIPTOR-FOR refuses the instances UNSTORABLE-P names,
+                ;; once per class, unless a user codec takes them
+                (write-instance ss x))
+               ((codec-for-object x)
+                (write-codec-object ss x (codec-descriptor ss (codec-for-object x))))
+               (t (unstorable ss x)))))))
 
 ;;; Containers --------------------------------------------------------------
 

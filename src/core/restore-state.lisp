@@ -68,6 +68,7 @@ LAZY-RUN costs more than their entries.")
   (lazy-count 0 :type index)                     ; LAZY-COUNT of them
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
+  (finish '())                         ; (instance . functions) to call then, newest first
   (scratch **no-characters** :type (simple-array character (*))) ; names being looked up (grown as needed)
   (track t)                            ; heap objects get ids (+track-objects+)
   (track-conses nil)                   ; conses get ids (+track-conses+)

@@ -36,7 +36,8 @@
   (deferred '())                       ; (object later-number logical-depth info), filled later
   (no-defer nil)                       ; true while writing parts that must be complete
   (store-class-slots nil)
-  (descriptors nil :type (or null hash-table)) ; class -> class-descriptor
+  (descriptors nil :type (or null hash-table)) ; class (or user codec) -> class-descriptor
+  (codec-stack '() :type list)         ; objects whose DECODE codec's value is being written
   (last-wrapper nil)                   ; the layout of the instance asked for last,
   (last-descriptor nil)                ; and its class's descriptor
   (last-package nil)                   ; the package written last, and its id

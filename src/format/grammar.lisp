@@ -164,8 +164,9 @@ base character, the payload otherwise."
 
 ;;; Enumerations: what the values of kind and flag fields mean ---------------
 
-(defparameter +class-kinds+ '(:structure :standard-object :condition)
-  "A class descriptor's kind byte: the position in this list.")
+(defparameter +class-kinds+ '(:structure :standard-object :condition :codec)
+  "A class descriptor's kind byte: the position in this list.  A :CODEC
+descriptor names a user codec (REGISTER-CODEC) instead of a class.")
 
 (defparameter +pathname-kinds+ '(:physical :logical :namestring)
   "A pathname's kind byte: the position in this list.")
@@ -374,11 +375,13 @@ name of the test follows as an object).")
                           :labels (descriptor-slot-labels descriptor)))
      :summary "one object (a class descriptor, normally a reference), then one object per slot")
     (:class-descriptor #x1E :role :object :kind :leaf :ids :always
-     :parts ((:u8 kind (:structure :standard-object :condition))
+     :parts ((:u8 kind (:structure :standard-object :condition :codec))
              (:object class-name :label "class name")
              (:count n :what "a slot list")
              (:objects slot-names n :labels ("slot"))
-             (:check (<= kind 2) "0, 1 or 2")
+             (:check (<= kind 3) "0, 1, 2 or 3")
+             (:check (or (/= kind 3) (and (= n 1) (symbolp-of class-name)))
+                     "a codec's name (a symbol) and one slot")
              (:check (every-symbol-p slot-names) "symbols"))
      :summary "kind (1 byte), class name (object), varint n, n slot names (objects)")
     (:unbound-slot #x1F :role :slot :ids :never
@@ -436,11 +439,16 @@ name of the test follows as an object).")
      :summary "varint n, then 8n bytes: `specialized-vector` of code 19, `double-float`, without the code (since version 2)")
     (:objects #x2C :role :record :ids :never
      :parts ((:count n :what "a record of objects"))
-     :summary "varint n: the record holds n top-level objects (since version 3; see *Records*)"))
+     :summary "varint n: the record holds n top-level objects (since version 3; see *Records*)")
+    (:codec-object #x2D :role :object :kind :leaf :ids :tracked
+     :parts ((:object descriptor :type format-descriptor :label "codec")
+             (:check (= (descriptor-kind descriptor) 3) "a codec descriptor")
+             (:object value :label "value"))
+     :summary "one object (a codec descriptor, normally a reference), then the object the codec wrote (since version 3)"))
   "The tags, as written: see the top of this file.  +GRAMMAR+ is the same,
 checked and indexed.")
 
-(defparameter +reserved-tags+ '(#x2D . #x3F)
+(defparameter +reserved-tags+ '(#x2E . #x3F)
   "The type tags no version uses yet, first and last: a decoder rejects them.")
 
 ;;; Parsed entries ---------------------------------------------------------------
@@ -582,6 +590,14 @@ in [1, 2^30], or a float in (1.0, 1000.0], not a NaN."
   "True when every element of LIST is a symbol."
   (every #'symbolp list))
 
+(defun symbolp-of (x)
+  "True when X is a symbol."
+  (symbolp x))
+
+(defun descriptor-kind (descriptor)
+  "A class descriptor's kind (the position in +CLASS-KINDS+)."
+  (format-descriptor-kind descriptor))
+
 (defun descriptor-slot-count (descriptor)
   "The number of slots a class descriptor names."
   (length (format-descriptor-slot-names descriptor)))
@@ -598,7 +614,8 @@ in [1, 2^30], or a float in (1.0, 1000.0], not a NaN."
     (element-form . element-form) (raw-bytes . raw-bytes) (memory-bytes . memory-bytes)
     (dimensions-product . dimensions-product) (dimensions-fit-p . dimensions-fit-p)
     (rehash-size-p . rehash-size-p) (rehash-threshold-p . rehash-threshold-p)
-    (every-symbol-p . every-symbol-p)
+    (every-symbol-p . every-symbol-p) (symbolp-of . symbolp-of)
+    (descriptor-kind . descriptor-kind)
     (descriptor-slot-count . descriptor-slot-count)
     (descriptor-slot-labels . descriptor-slot-labels))
   "The operators an expression may call (besides AND and OR, which stop at

@@ -556,7 +556,11 @@ not read yet (a list's cars NIL, a vector's elements 0)."
     (:simple-vector (make-array (field fields 'n) :initial-element 0))
     (:array (make-reference-array rf fields))
     (:hash-table (make-reference-hash-table rf fields))
-    (:instance (allocate-instance (reference-descriptor-class (field fields 'descriptor))))))
+    (:instance
+     (let ((descriptor (field fields 'descriptor)))
+       (if (= (format-descriptor-kind descriptor) 3)
+           (funcall (user-codec-allocate (reference-codec rf descriptor :fill)))
+           (allocate-instance (reference-descriptor-class descriptor)))))))
 
 (defun rf-fill-container (rf spec object fields)
   "Read the contents of OBJECT, a container of SPEC whose header gave FIELDS."
@@ -655,7 +659,10 @@ names: of the slot's type, or unbound (*UNBOUND-SLOT-VALUE*) when the class
 is not a structure class."
   (let ((class (reference-descriptor-class descriptor))
         (slotd (nth index (reference-descriptor-slots descriptor))))
-    (cond ((eq value *unbound-slot-value*)
+    (cond ((= (format-descriptor-kind descriptor) 3)
+           (when (eq value *unbound-slot-value*)
+             (rf-invalid rf "an unbound value of a user codec's object" "an object")))
+          ((eq value *unbound-slot-value*)
            (when (typep class 'structure-class)
              (rf-invalid rf (format nil "an unbound slot in structure ~s" (class-name class))
                          "a value (structure slots are always bound)")))
@@ -691,7 +698,9 @@ is not a structure class."
                     (error 'missing-package :name (f 'name) :offset (cursor-pos (rf-cursor rf))
                                             :message "no such package")))
       (:pathname (reference-pathname rf fields))
-      (:class-descriptor (reference-descriptor rf fields)))))
+      (:class-descriptor (reference-descriptor rf fields))
+      (:codec-object (funcall (user-codec-decode (reference-codec rf (f 'descriptor) :decode))
+                              (f 'value))))))
 
 (defun base-string-when-possible (string)
   "STRING, or a base string of its characters when they are all base
@@ -743,7 +752,32 @@ package must not be locked), else MISSING-SYMBOL."
 (defun reference-descriptor (rf fields)
   "The class descriptor of a CLASS-DESCRIPTOR's FIELDS, resolved against the
 classes of this image: MISSING-CLASS, MISSING-SLOT, or invalid when the
-class is not of the stored kind."
+class is not of the stored kind.  A codec's descriptor names the registered
+codec (MISSING-CODEC when there is none), in CLASS."
+  (if (= (field fields 'kind) 3)
+      (make-reference-descriptor
+       :kind 3 :class-name (field fields 'class-name) :slot-names (field fields 'slot-names)
+       :class (or (find-codec (field fields 'class-name))
+                  (error 'missing-codec :name (field fields 'class-name)
+                                        :offset (cursor-pos (rf-cursor rf))
+                                        :message "is not registered")))
+      (reference-class-descriptor rf fields)))
+
+(defun reference-codec (rf descriptor want)
+  "The codec of DESCRIPTOR, a codec's, which must have WANT (:decode, or
+:fill for one that allocates first): MISSING-CODEC otherwise."
+  (let ((codec (reference-descriptor-class descriptor)))
+    (unless (and (user-codec-p codec)
+                 (if (eq want :decode) (user-codec-decode codec) (user-codec-fill codec)))
+      (error 'missing-codec :name (format-descriptor-class-name descriptor)
+                            :offset (cursor-pos (rf-cursor rf))
+                            :message (if (eq want :decode)
+                                         "has no DECODE for an object written by one"
+                                         "has no ALLOCATE and FILL for an object written by one")))
+    codec))
+
+(defun reference-class-descriptor (rf fields)
+  "REFERENCE-DESCRIPTOR for a class."
   (let* ((name (field fields 'class-name))
          (kind (field fields 'kind))
          (class (or (and (symbolp name) (find-class name nil))
@@ -774,6 +808,10 @@ Slots of a standard class the descriptor leaves out get their initforms."
          (class (reference-descriptor-class descriptor))
          (spec (tag-spec-named :instance))
          (values (field (read-parts (rf-walker rf) (tag-spec-contents spec) fields) 'values)))
+    (when (= (format-descriptor-kind descriptor) 3)
+      ;; an object of a user codec that allocates first: FILL completes it
+      (funcall (user-codec-fill (reference-codec rf descriptor :fill)) object (first values))
+      (return-from fill-reference-instance object))
     ;; each value was checked as it was read (CHECK-SLOT-VALUE)
     (loop for slotd in (reference-descriptor-slots descriptor)
           for value in values

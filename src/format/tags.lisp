@@ -124,6 +124,7 @@ then +TAG-SPECIALIZED-VECTOR+ and the code follows the tag."
 (defconstant +class-kind-structure+ (position :structure +class-kinds+))
 (defconstant +class-kind-standard-object+ (position :standard-object +class-kinds+))
 (defconstant +class-kind-condition+ (position :condition +class-kinds+))
+(defconstant +class-kind-codec+ (position :codec +class-kinds+))
 
 ;;; Pathname kinds, from +PATHNAME-KINDS+.
 (defconstant +pathname-physical+ (position :physical +pathname-kinds+))

@@ -169,6 +169,11 @@ pointers, threads and their locks, foreign values."
 instance slot of a standard class, otherwise something else."
   (sb-mop:slot-definition-location slotd))
 
+(defun method-specializers (method)
+  "The specializers of METHOD's required parameters: classes, or EQL
+specializers."
+  (sb-mop:method-specializers method))
+
 (defun ensure-class-finalized (class)
   "Finalize CLASS's inheritance unless done; return CLASS."
   (unless (sb-mop:class-finalized-p class)
