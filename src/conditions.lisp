@@ -254,6 +254,16 @@ and try again.  Not a RESTORE-ERROR: the data may well be valid.")
   "Invoke the USE-OTHER-SLOT restart with SLOT-NAME."
   (invoke-restart (find-restart 'use-other-slot condition) slot-name))
 
+(defun skip-codec (&optional condition)
+  "Invoke the SKIP-CODEC restart of a MISSING-CODEC condition: every object
+of that codec restores as NIL."
+  (invoke-restart (find-restart 'skip-codec condition)))
+
+(defun use-other-codec (codec-name &optional condition)
+  "Invoke the USE-OTHER-CODEC restart of a MISSING-CODEC condition with
+CODEC-NAME, the name of a registered codec."
+  (invoke-restart (find-restart 'use-other-codec condition) codec-name))
+
 (defun use-larger-space (sap size &optional condition)
   "Invoke the USE-LARGER-SPACE restart of an OUT-OF-SPACE condition signalled
 by STORE-TO-SAP: the bytes written so far are copied to SAP, which has SIZE
