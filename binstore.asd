@@ -122,7 +122,8 @@ for other systems' files."
                  (:file "symbols" :depends-on ("strings"))
                  (:file "hash-tables")
                  (:file "pathnames")
-                 (:file "objects" :depends-on ("numbers"))))
+                 (:file "objects" :depends-on ("numbers"))
+                 (:file "dictionaries" :depends-on ("objects" "symbols"))))
    (:module "engine"
     :pathname "src/core"
     :depends-on ("base" "platform" "format" "io" "state" "codecs")

@@ -23,6 +23,7 @@ length."
                             (output-end-marker *output-end-marker*)
                             (max-depth *max-depth*)
                             (store-class-slots *store-class-slots*)
+                            (dictionary *dictionary*)
                             max-to-write compression)
   "Write one record to OB: DATA (or, with AS-SEPARATE-OBJECTS, each element
 of the list DATA).  Takes every keyword argument of STORE, to be applied to
@@ -43,6 +44,9 @@ maker."
     ;; Without a tracking tag a record tracks objects but not conses.
     (cond ((not track-references) (write-u8 ob +tag-no-tracking+))
           (support-shared-list-structures (write-u8 ob +tag-full-tracking+)))
+    (when dictionary
+      (check-type dictionary dictionary)
+      (write-dictionary-tag ss dictionary))
     (handler-bind ((circular-list
                      (lambda (c)
                        (unless (circular-list-path c)
@@ -319,6 +323,7 @@ however FN exits."
                               (max-to-write *max-to-write*)
                               (max-depth *max-depth*)
                               (store-class-slots *store-class-slots*)
+                              (dictionary *dictionary*)
                               (compression *compression*))
   "Store DATA in PLACE as one record, which one RESTORE reads back.
 
@@ -346,7 +351,7 @@ as multiple values, MAP-STORED-OBJECTS one by one.  The other keywords
 override the special variables of the same names, whose documentation
 says what each does: TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES,
 OUTPUT-MAGIC-NUMBER, OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH,
-STORE-CLASS-SLOTS, COMPRESSION.
+STORE-CLASS-SLOTS, DICTIONARY, COMPRESSION.
 
 With COMPRESSION (see *COMPRESSION*), the record is compressed into one
 zstd or LZ4 frame, which goes to PLACE as the record would, and STORE
@@ -356,7 +361,8 @@ Signals UNSTORABLE-OBJECT (with the path to the object), CIRCULAR-LIST,
 STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR, STORE-ERROR, or
 COMPRESSION-UNAVAILABLE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
-                   output-magic-number output-end-marker max-depth store-class-slots))
+                   output-magic-number output-end-marker max-depth store-class-slots
+                   dictionary))
   (declare (dynamic-extent options))
   ;; The closures are only called, never kept: on the stack, they cost the
   ;; heap nothing (see store-state.lisp).
@@ -567,6 +573,7 @@ FN used is put back where the stream can seek."
 (defun restore (place &key (max-to-read *max-to-read*) (max-depth *max-depth*)
                            (intern-symbols *intern-symbols*)
                            (require-header *require-header*)
+                           ((:dictionary *dictionary*) *dictionary*)
                            (eof-error-p t) eof-value)
   "Restore the record at the start of PLACE: an octet vector (up to its fill
 pointer), a string or pathname naming a file, a binary input stream
@@ -580,8 +587,8 @@ MAP-STORED-OBJECTS).  Bytes after the record are not read.
 
 Where no record is left (an empty vector or file, a stream at its end),
 signals END-OF-DATA, or returns EOF-VALUE when EOF-ERROR-P is NIL.  The
-other keywords override *MAX-TO-READ*, *MAX-DEPTH*, *INTERN-SYMBOLS* and
-*REQUIRE-HEADER*.
+other keywords override *MAX-TO-READ*, *MAX-DEPTH*, *INTERN-SYMBOLS*,
+*REQUIRE-HEADER* and *DICTIONARY*.
 
 A record compressed by STORE (a zstd or LZ4 frame: see *COMPRESSION*) is
 recognised by its first four bytes and decompressed as it is read, in
@@ -592,7 +599,8 @@ and must hold one record.  MAX-TO-READ then bounds the decompressed bytes
 Signals NOT-BINSTORE-DATA for input that is not binstore data,
 INVALID-INPUT (TRUNCATED-INPUT, UNSUPPORTED-VERSION) for malformed input,
 RESTORE-LIMIT-EXCEEDED, MISSING-PACKAGE, MISSING-SYMBOL, MISSING-CLASS or
-MISSING-SLOT (with restarts), BINSTORE-FILE-ERROR, or
+MISSING-SLOT, MISSING-CODEC (with restarts), DICTIONARY-MISMATCH,
+BINSTORE-FILE-ERROR, or
 COMPRESSION-UNAVAILABLE for compressed input without binstore/compression
 loaded.  Offsets count bytes from where the restore began: the start of a
 vector or file, the stream's position; inside a compressed record, the
@@ -608,6 +616,7 @@ in the decompressed bytes)."
 (defun restore-from-sap (sap size &key (max-to-read *max-to-read*) (max-depth *max-depth*)
                                        (intern-symbols *intern-symbols*)
                                        (require-header *require-header*)
+                                       ((:dictionary *dictionary*) *dictionary*)
                                        (eof-error-p t) eof-value)
   "Restore the record at the start of the SIZE bytes of raw memory at SAP
 \(for example an mmap'ed file).  Bytes after the record are not read.
@@ -636,7 +645,8 @@ the records before it read."
 (defun map-stored-objects (function place &key (max-to-read *max-to-read*)
                                                (max-depth *max-depth*)
                                                (intern-symbols *intern-symbols*)
-                                               (require-header *require-header*))
+                                               (require-header *require-header*)
+                                               ((:dictionary *dictionary*) *dictionary*))
   "Call FUNCTION with each top-level object stored in PLACE, record after
 record, in order, until the end of the input; return NIL.  PLACE is any
 place RESTORE takes.  Each record is read as RESTORE reads it: MAX-TO-READ

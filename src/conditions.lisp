@@ -18,6 +18,7 @@
 ;;;;       missing-class            restarts: use-other-class
 ;;;;       missing-slot             restarts: discard-slot, use-other-slot
 ;;;;       missing-codec            restarts: skip-codec, use-other-codec
+;;;;       dictionary-mismatch      stored with another dictionary, or with one not given
 ;;;;     limit-exceeded             superclass of the two *-limit-exceeded
 ;;;;     binstore-file-error        also a FILE-ERROR: a file could not be used
 ;;;;     compression-unavailable    compressed data, or :compression, without
@@ -207,6 +208,15 @@ its stored value read and dropped), USE-OTHER-CODEC (a codec name).")
              (format s "binstore: codec ~s ~a~@[ (at byte ~d)~]"
                      (missing-codec-name c) (binstore-error-message c)
                      (restore-error-offset c)))))
+
+(define-condition dictionary-mismatch (restore-error)
+  ((fingerprint :initarg :fingerprint :reader dictionary-mismatch-fingerprint))
+  (:documentation "The record was stored with a dictionary (see
+MAKE-DICTIONARY) other than the one RESTORE was given, or RESTORE was given
+none.  FINGERPRINT is the record's.")
+  (:report (lambda (c s)
+             (format s "binstore: ~a~@[ (at byte ~d)~]"
+                     (binstore-error-message c) (restore-error-offset c)))))
 
 ;;; Compression lives in another system, binstore/compression, so that
 ;;; binstore itself needs no C library; binstore only recognises what it

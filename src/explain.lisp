@@ -552,6 +552,15 @@ of what was read."
                               'flags)))
             (setf (ex-track-objects ex) (logtest flags +track-objects+)
                   (ex-track-conses ex) (logtest flags +track-conses+)))))
+      (when (ex-peek-is ex :dictionary)
+        ;; the entries take the first ids; EXPLAIN does not know what they are
+        (let* ((offset (cursor-pos cursor))
+               (n (field (ex-record-tag ex :dictionary
+                                        (lambda (text)
+                                          (format nil "~a  (the entries take ids from #0)" text)))
+                         'n)))
+          (dotimes (i n)
+            (ex-take-id ex offset (format nil "dictionary entry ~d" i) nil))))
       (ex-flush ex root)
       (flet ((top-level-object ()
                (progn

@@ -58,6 +58,10 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:unregister-codec
    #:define-codec
    #:find-codec
+   ;; Shared dictionaries
+   #:make-dictionary
+   #:dictionary
+   #:*dictionary*
    ;; Conditions
    #:binstore-error
    #:binstore-error-message
@@ -88,6 +92,8 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:binstore-file-error
    #:compression-unavailable
    #:missing-codec
+   #:dictionary-mismatch
+   #:dictionary-mismatch-fingerprint
    #:missing-codec-name
    #:skip-codec
    #:use-other-codec

@@ -237,3 +237,45 @@
         (is (eq back (ext-ring-next back)))
         (is (equal "a" (ext-ring-label back)))
         (is (search "codec" text))))))
+
+;;; Shared dictionaries -----------------------------------------------------------
+
+(defstruct ext-message-body id text)
+
+(defun ext-dictionary ()
+  (binstore:make-dictionary (list :get :put :user (find-class 'ext-message-body) "ok")))
+
+(test dictionary-makes-small-messages-smaller
+  (let* ((dictionary (ext-dictionary))
+         (message (list :get :user (make-ext-message-body :id 42 :text "ok") "ok"))
+         (plain (binstore:store nil message))
+         (small (binstore:store nil message :dictionary dictionary)))
+    (is (<= (* 3 (length small)) (length plain)) "~d bytes with the dictionary, ~d without"
+        (length small) (length plain))
+    (let ((back (binstore:restore small :dictionary dictionary)))
+      (is (equal '(:get :user) (subseq back 0 2)))
+      (is (= 42 (ext-message-body-id (third back))))
+      (is (eq (fourth back) (svref (binstore::dictionary-entries dictionary) 4))))
+    (let ((binstore:*dictionary* dictionary))
+      (is (= 42 (ext-message-body-id (third (binstore:restore (binstore:store nil message))))))))
+  ;; without any tracking the entries are still referred to
+  (let* ((dictionary (ext-dictionary))
+         (message (list :put :put (make-ext-message-body :id 1 :text "x"))))
+    (is (equalp message (binstore:restore (binstore:store nil message :dictionary dictionary
+                                                                      :track-references nil)
+                                          :dictionary dictionary)))))
+
+(test dictionary-mismatch-is-refused
+  (let* ((dictionary (ext-dictionary))
+         (other (binstore:make-dictionary (list :get :put :users)))
+         (bytes (binstore:store nil (list :get 1) :dictionary dictionary)))
+    (signals binstore:dictionary-mismatch (binstore:restore bytes))
+    (signals binstore:dictionary-mismatch (binstore:restore bytes :dictionary other))
+    (signals binstore:dictionary-mismatch (first (binstore::reference-restore bytes)))
+    (is (search "dictionary entry"
+                (with-output-to-string (s) (binstore:explain bytes :stream s))))))
+
+(test dictionary-entries-checked
+  (signals binstore:store-error (binstore:make-dictionary (list :a :a)))
+  (signals binstore:store-error (binstore:make-dictionary (list (make-symbol "X"))))
+  (signals binstore:store-error (binstore:make-dictionary (list 42))))

@@ -165,25 +165,30 @@ the class's one descriptor.)"
               (let ((codec (codec-for-object object)))
                 (if codec
                     (codec-descriptor ss codec)
-                    (let* ((kind (progn
-                                   ;; once per class: instances of a class the
-                                   ;; writer refuses never get a descriptor
-                                   (when (unstorable-p object)
-                                     (unstorable ss object))
-                                   (class-kind object)))
-                           (specs (slot-specs object class kind (ss-store-class-slots ss)
-                                              'store-error))
-                           (slots (mapcar #'first specs)))
-                      (make-class-descriptor
+                    (let ((kind (progn
+                                  ;; once per class: instances of a class the
+                                  ;; writer refuses never get a descriptor
+                                  (when (unstorable-p object)
+                                    (unstorable ss object))
+                                  (class-kind object))))
+                      (make-descriptor-from-specs
                        class kind
-                       (mapcar #'slot-definition-name slots)
-                       (map 'vector (lambda (spec)
-                                      (transformed-reader (slot-reader class (first spec))
-                                                          (second spec)))
-                            specs)
-                       (instance-layout object)
-                       ;; a transformed value is not read in place
-                       (and (notany #'second specs) (boxed-slot-locations class slots))))))))))
+                       (slot-specs object class kind (ss-store-class-slots ss) 'store-error)
+                       (instance-layout object)))))))))
+
+(defun make-descriptor-from-specs (class kind specs layout)
+  "The class descriptor of CLASS, of KIND, storing the slots of SPECS (see
+SLOT-SPECS), for instances of LAYOUT (NIL: none known yet)."
+  (let ((slots (mapcar #'first specs)))
+    (make-class-descriptor
+     class kind
+     (mapcar #'slot-definition-name slots)
+     (map 'vector (lambda (spec)
+                    (transformed-reader (slot-reader class (first spec)) (second spec)))
+          specs)
+     layout
+     ;; a transformed value is not read in place
+     (and (notany #'second specs) (boxed-slot-locations class slots)))))
 
 (defun codec-descriptor (ss codec)
   "The descriptor of the user codec CODEC in this store, made once."
@@ -588,11 +593,10 @@ NAME; its allocator makes the object of a codec that allocates first."
         (register-always rs (codec-restore-descriptor rs name slot-names))
         (read-class-descriptor-of-class rs kind name slot-names))))
 
-(defun upgrade-p (rs class prototype slot-names)
+(defun upgrade-p (class prototype slot-names)
   "True when the instances of CLASS whose stored slots are SLOT-NAMES are
 to be filled by UPGRADE-INSTANCE: the slots STORED-SLOTS names today differ
 from them, and a method applies."
-  (declare (ignore rs))
   (and (other-method-p #'upgrade-instance (list prototype '()))
        (let ((current (mapcar (lambda (spec) (slot-definition-name (first spec)))
                               (slot-specs prototype class (class-kind prototype) nil
@@ -618,14 +622,13 @@ AFTER-RESTORE when a method applies."
     (append (and (eq construction :initialize) (list #'initialize-instance))
             (and (other-method-p #'after-restore (list prototype)) (list #'after-restore)))))
 
-(defun restore-transforms (rs class prototype slots)
+(defun restore-transforms (class prototype slots)
   "For SLOTS (effective slot definitions, NIL for discarded ones) of CLASS,
 the RESTORE function STORED-SLOTS gives each, or NIL when none has one."
   (let* ((specs (slot-specs prototype class (class-kind prototype) t 'invalid-input))
          (transforms (mapcar (lambda (slotd)
                                (and slotd (third (find slotd specs :key #'first))))
                              slots)))
-    (declare (ignore rs))
     (and (some #'identity transforms) transforms)))
 
 (defun transformed-setter (rs class setter check transform)
@@ -657,14 +660,14 @@ naming the class NAME and its stored SLOT-NAMES."
              ;; the extension points are asked with an instance of the class
              (prototype (funcall allocate))
              (finish (finish-functions rs class prototype)))
-        (if (upgrade-p rs class prototype slot-names)
+        (if (upgrade-p class prototype slot-names)
             (register-always
              rs (make-restore-descriptor class allocate #() nil nil nil
                                          (typep class 'structure-class)
                                          :finish finish :upgrade t :slot-names slot-names))
             (let* ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
                                   slot-names))
-                   (transforms (restore-transforms rs class prototype slots))
+                   (transforms (restore-transforms class prototype slots))
                    (checks (slot-checks slots))
                    (new-slots (and (not (member #'initialize-instance finish))
                                    (new-slot-names class slots))))

@@ -259,6 +259,8 @@ says its count."
       (error 'truncated-input :offset (ibuf-offset ib) :message "the record has no object"
                               :expected "an object"))
     (read-tracking-tag rs)
+    (when (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-dictionary+))
+      (read-dictionary-tag rs))
     (if (< version 3)
         (read-version-2-objects rs fn max-count)
         (let ((count (if (and (not (at-end-p ib)) (= (peek-u8 ib) +tag-objects+))

@@ -444,11 +444,15 @@ name of the test follows as an object).")
      :parts ((:object descriptor :type format-descriptor :label "codec")
              (:check (= (descriptor-kind descriptor) 3) "a codec descriptor")
              (:object value :label "value"))
-     :summary "one object (a codec descriptor, normally a reference), then the object the codec wrote (since version 3)"))
+     :summary "one object (a codec descriptor, normally a reference), then the object the codec wrote (since version 3)")
+    (:dictionary #x2E :role :record :ids :never
+     :parts ((:uint fingerprint 8)
+             (:varint n))
+     :summary "8 bytes, the fingerprint of the dictionary the record was stored with, then varint n: its n entries take ids 0 to n−1 (since version 3; see *Dictionaries*)"))
   "The tags, as written: see the top of this file.  +GRAMMAR+ is the same,
 checked and indexed.")
 
-(defparameter +reserved-tags+ '(#x2E . #x3F)
+(defparameter +reserved-tags+ '(#x2F . #x3F)
   "The type tags no version uses yet, first and last: a decoder rejects them.")
 
 ;;; Parsed entries ---------------------------------------------------------------

@@ -1035,6 +1035,15 @@ allows signals RESTORE-LIMIT-EXCEEDED (:nesting)."
           (let ((flags (field (rf-record-tag rf tracking) 'flags)))
             (setf (rf-track-objects rf) (logtest flags +track-objects+)
                   (rf-track-conses rf) (logtest flags +track-conses+)))))
+      (when (rf-peek-is rf :dictionary)
+        ;; the reference decoder is never given the dictionary's entries
+        (let* ((start (cursor-pos cursor))
+               (fields (rf-record-tag rf :dictionary)))
+          (error 'dictionary-mismatch
+                 :offset start :fingerprint (field fields 'fingerprint)
+                 :message (format nil "the record was stored with a dictionary of ~d entr~:@p, ~
+                                       fingerprint ~16,'0x; no dictionary was given"
+                                  (field fields 'n) (field fields 'fingerprint)))))
       (values
        (if (< version 3)
            (rf-version-2-objects rf max-count)
