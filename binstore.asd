@@ -76,7 +76,8 @@ for other systems' files."
                  (:file "runtime" :depends-on ("memory"))
                  (:file "objects" :depends-on ("memory"))
                  (:file "stack" :depends-on ("memory"))
-                 (:file "prefetch")))
+                 (:file "prefetch")
+                 (:file "threads")))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)
    (:module "format"
@@ -132,7 +133,8 @@ for other systems' files."
    (:module "api"
     :pathname "src"
     :depends-on ("base" "platform" "format" "io" "state" "engine")
-    :components ((:file "api")))
+    :components ((:file "progress")
+                 (:file "api" :depends-on ("progress"))))
    ;; the reference decoder and EXPLAIN, built on the grammar alone
    (:module "reference"
     :pathname "src"

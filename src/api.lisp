@@ -24,12 +24,30 @@ length."
                             (max-depth *max-depth*)
                             (store-class-slots *store-class-slots*)
                             (dictionary *dictionary*)
+                            (progress *progress*)
                             max-to-write compression)
   "Write one record to OB: DATA (or, with AS-SEPARATE-OBJECTS, each element
-of the list DATA).  Takes every keyword argument of STORE, to be applied to
-them as they are; MAX-TO-WRITE and COMPRESSION are the business of OB's
-maker."
+of the list DATA), reporting to PROGRESS.  Takes every keyword argument of
+STORE, to be applied to them as they are; MAX-TO-WRITE and COMPRESSION are
+the business of OB's maker."
   (declare (ignore max-to-write compression))
+  (if progress
+      (call-with-progress progress "stored" nil
+                          (lambda (watch)
+                            (call-watching watch ob
+                                           (lambda ()
+                                             (encode-record ob data track-references
+                                                            support-shared-list-structures
+                                                            as-separate-objects output-magic-number
+                                                            output-end-marker max-depth
+                                                            store-class-slots dictionary)))))
+      (encode-record ob data track-references support-shared-list-structures
+                     as-separate-objects output-magic-number output-end-marker max-depth
+                     store-class-slots dictionary)))
+
+(defun encode-record (ob data track-references support-shared-list-structures as-separate-objects
+                      output-magic-number output-end-marker max-depth store-class-slots dictionary)
+  "ENCODE's work: write the record."
   (let ((count (if as-separate-objects (check-separate-objects data) 1))
         (ss (make-store-state ob :track track-references
                                  :lists support-shared-list-structures
@@ -324,6 +342,7 @@ however FN exits."
                               (max-depth *max-depth*)
                               (store-class-slots *store-class-slots*)
                               (dictionary *dictionary*)
+                              (progress *progress*)
                               (compression *compression*))
   "Store DATA in PLACE as one record, which one RESTORE reads back.
 
@@ -351,7 +370,7 @@ as multiple values, MAP-STORED-OBJECTS one by one.  The other keywords
 override the special variables of the same names, whose documentation
 says what each does: TRACK-REFERENCES, SUPPORT-SHARED-LIST-STRUCTURES,
 OUTPUT-MAGIC-NUMBER, OUTPUT-END-MARKER, MAX-TO-WRITE, MAX-DEPTH,
-STORE-CLASS-SLOTS, DICTIONARY, COMPRESSION.
+STORE-CLASS-SLOTS, DICTIONARY, PROGRESS, COMPRESSION.
 
 With COMPRESSION (see *COMPRESSION*), the record is compressed into one
 zstd or LZ4 frame, which goes to PLACE as the record would, and STORE
@@ -362,7 +381,7 @@ STORE-LIMIT-EXCEEDED, OUT-OF-SPACE, BINSTORE-FILE-ERROR, STORE-ERROR, or
 COMPRESSION-UNAVAILABLE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
                    output-magic-number output-end-marker max-depth store-class-slots
-                   dictionary))
+                   dictionary progress))
   (declare (dynamic-extent options))
   ;; The closures are only called, never kept: on the stack, they cost the
   ;; heap nothing (see store-state.lisp).
@@ -415,6 +434,8 @@ COMPRESSION-UNAVAILABLE."
                                         (max-to-write *max-to-write*)
                                         (max-depth *max-depth*)
                                         (store-class-slots *store-class-slots*)
+                                        (dictionary *dictionary*)
+                                        (progress *progress*)
                                         (compression *compression*))
   "Store DATA as one record in the SIZE bytes of raw memory at SAP; return
 the number of bytes written.  When they do not suffice, OUT-OF-SPACE is
@@ -422,7 +443,8 @@ signalled with the restart USE-LARGER-SPACE (new-sap new-size), which
 copies what was written to the new region and carries on there.  Keywords
 and other conditions as for STORE."
   (declare (ignore track-references support-shared-list-structures as-separate-objects
-                   output-magic-number output-end-marker max-depth store-class-slots))
+                   output-magic-number output-end-marker max-depth store-class-slots
+                   dictionary progress))
   (declare (dynamic-extent options))
   (flet ((encode-plain (ob)
            (apply #'encode ob data options)))
@@ -574,6 +596,7 @@ FN used is put back where the stream can seek."
                            (intern-symbols *intern-symbols*)
                            (require-header *require-header*)
                            ((:dictionary *dictionary*) *dictionary*)
+                           (progress *progress*)
                            (eof-error-p t) eof-value)
   "Restore the record at the start of PLACE: an octet vector (up to its fill
 pointer), a string or pathname naming a file, a binary input stream
@@ -588,7 +611,8 @@ MAP-STORED-OBJECTS).  Bytes after the record are not read.
 Where no record is left (an empty vector or file, a stream at its end),
 signals END-OF-DATA, or returns EOF-VALUE when EOF-ERROR-P is NIL.  The
 other keywords override *MAX-TO-READ*, *MAX-DEPTH*, *INTERN-SYMBOLS*,
-*REQUIRE-HEADER* and *DICTIONARY*.
+*REQUIRE-HEADER*, *DICTIONARY* and *PROGRESS* (the bytes in all are known
+for a vector or a file).
 
 A record compressed by STORE (a zstd or LZ4 frame: see *COMPRESSION*) is
 recognised by its first four bytes and decompressed as it is read, in
@@ -607,16 +631,37 @@ vector or file, the stream's position; inside a compressed record, the
 offset of the compressed bytes being read when the problem was found (a
 problem with the record the frame holds also says, in its message, where
 in the decompressed bytes)."
-  (flet ((restore-from (ib)
-           (restore-record ib max-to-read max-depth intern-symbols require-header
-                           eof-error-p eof-value)))
-    (declare (dynamic-extent #'restore-from))
-    (call-with-place-ibuf place max-to-read #'restore-from)))
+  (if progress
+      (call-with-progress progress "restored" (place-size place)
+                          (lambda (watch)
+                            (call-with-place-ibuf
+                             place max-to-read
+                             (lambda (ib)
+                               (call-watching watch ib
+                                              (lambda ()
+                                                (restore-record ib max-to-read max-depth
+                                                                intern-symbols require-header
+                                                                eof-error-p eof-value)))))))
+      (flet ((restore-from (ib)
+               (restore-record ib max-to-read max-depth intern-symbols require-header
+                               eof-error-p eof-value)))
+        (declare (dynamic-extent #'restore-from))
+        (call-with-place-ibuf place max-to-read #'restore-from))))
+
+(defun place-size (place)
+  "The bytes of PLACE, an octet vector or a file name, or NIL (a stream, a
+byte source, a file that cannot be read)."
+  (cond ((octet-vector-p place) (length place))
+        ((or (stringp place) (pathnamep place))
+         (ignore-errors
+          (with-open-file (in place :element-type '(unsigned-byte 8))
+            (file-length in))))))
 
 (defun restore-from-sap (sap size &key (max-to-read *max-to-read*) (max-depth *max-depth*)
                                        (intern-symbols *intern-symbols*)
                                        (require-header *require-header*)
                                        ((:dictionary *dictionary*) *dictionary*)
+                                       (progress *progress*)
                                        (eof-error-p t) eof-value)
   "Restore the record at the start of the SIZE bytes of raw memory at SAP
 \(for example an mmap'ed file).  Bytes after the record are not read.
@@ -624,8 +669,15 @@ Keywords, values and conditions as for RESTORE."
   (flet ((restore-from (ib)
            (restore-record ib max-to-read max-depth intern-symbols require-header
                            eof-error-p eof-value)))
-    (declare (dynamic-extent #'restore-from))
-    (call-with-memory-ibuf (pointer-address sap) size max-to-read #'restore-from)))
+    (if progress
+        (call-with-progress progress "restored" size
+                            (lambda (watch)
+                              (call-with-memory-ibuf (pointer-address sap) size max-to-read
+                                                     (lambda (ib)
+                                                       (call-watching watch ib
+                                                                      (lambda ()
+                                                                        (restore-from ib)))))))
+        (call-with-memory-ibuf (pointer-address sap) size max-to-read #'restore-from))))
 
 ;;; Every record ------------------------------------------------------------------
 
@@ -646,7 +698,8 @@ the records before it read."
                                                (max-depth *max-depth*)
                                                (intern-symbols *intern-symbols*)
                                                (require-header *require-header*)
-                                               ((:dictionary *dictionary*) *dictionary*))
+                                               ((:dictionary *dictionary*) *dictionary*)
+                                               (progress *progress*))
   "Call FUNCTION with each top-level object stored in PLACE, record after
 record, in order, until the end of the input; return NIL.  PLACE is any
 place RESTORE takes.  Each record is read as RESTORE reads it: MAX-TO-READ
@@ -671,7 +724,15 @@ END-OF-DATA)."
                       (decode-record inner function max-to-read max-depth intern-symbols
                                      require-header nil))))
     (declare (dynamic-extent #'map-records #'map-frame))
-    (call-with-place-ibuf place max-to-read #'map-records)
+    (if progress
+        (call-with-progress progress "read" (place-size place)
+                            (lambda (watch)
+                              (call-with-place-ibuf place max-to-read
+                                                    (lambda (ib)
+                                                      (call-watching watch ib
+                                                                     (lambda ()
+                                                                       (map-records ib)))))))
+        (call-with-place-ibuf place max-to-read #'map-records))
     nil))
 
 (defmacro do-stored-objects ((var place &rest options) &body body)

@@ -62,6 +62,8 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:make-dictionary
    #:dictionary
    #:*dictionary*
+   ;; Progress of long calls
+   #:*progress*
    ;; Conditions
    #:binstore-error
    #:binstore-error-message

@@ -279,3 +279,36 @@
   (signals binstore:store-error (binstore:make-dictionary (list :a :a)))
   (signals binstore:store-error (binstore:make-dictionary (list (make-symbol "X"))))
   (signals binstore:store-error (binstore:make-dictionary (list 42))))
+
+;;; Progress -----------------------------------------------------------------------
+
+(test progress-reports-end-with-the-bytes
+  (let* ((data (loop for i below 20000 collect (format nil "item ~d" i)))
+         (reports '())
+         (lock (sb-thread:make-mutex)))
+    (flet ((report (done total)
+             (sb-thread:with-mutex (lock) (push (list done total) reports))))
+      (let ((bytes (binstore:store nil data :progress #'report)))
+        ;; the last report, made when the store has finished, has every byte
+        (is (equal (list (length bytes) nil) (first reports)))
+        (is (every (lambda (r) (<= (first r) (length bytes))) reports))
+        (setf reports '())
+        (is (equal data (binstore:restore bytes :progress #'report)))
+        (is (equal (list (length bytes) (length bytes)) (first reports)))
+        (setf reports '())
+        (let ((count 0))
+          (binstore:map-stored-objects (lambda (x) (declare (ignore x)) (incf count)) bytes
+                                       :progress #'report)
+          (is (= 1 count)))
+        (is (equal (list (length bytes) (length bytes)) (first reports)))))))
+
+(test progress-line-and-errors
+  (let ((text (let ((*error-output* (make-string-output-stream)))
+                (binstore:store nil (list 1 2 3) :progress t)
+                (get-output-stream-string *error-output*))))
+    (is (search "binstore: stored" text)))
+  (signals binstore:store-error
+    (binstore:store nil (list 1 2 3)
+                    :progress (lambda (done total)
+                                (declare (ignore done total))
+                                (error 'binstore:store-error :message "from the report")))))
