@@ -7,6 +7,7 @@
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
 #   make bench-memory         restores of the array sets against fresh memory
+#   make bench-messages       small messages with and without a dictionary
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
 #   make readme-results       put the last make bench's table in README.md
@@ -41,7 +42,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test quiet-build check-layers bench bench-memory bench-compression readme-results fuzz deps bench-deps clean
+.PHONY: test quiet-build check-layers bench bench-memory bench-messages bench-compression readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -82,6 +83,14 @@ bench: bench-deps
 
 bench-memory: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'
+
+# Bytes of small messages with and without a shared dictionary, beside
+# cl-conspack with and without an index when the peers' sources are there.
+bench-messages: deps
+	@mkdir -p bench/results
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore")' \
+	  --load bench/messages.lisp --eval '(binstore-messages:main "$(PEERS_DIR)")' \
+	  | tee bench/results/messages.md
 
 bench-compression: deps
 	$(SBCL_RUN) --load tools/load.lisp \

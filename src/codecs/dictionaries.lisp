@@ -2,13 +2,15 @@
 ;;;; the reader agree on beforehand, so that a record refers to them instead
 ;;;; of spelling them out.
 ;;;;
-;;;;   DICTIONARY fingerprint(8 bytes) n
+;;;;   DICTIONARY fingerprint(4 bytes) n
 ;;;; after the record's tracking tag: the dictionary's n entries take ids 0
 ;;;; to n-1, in order, whatever the tracking flags, and the record's objects
 ;;;; refer to them as to any object written before.  A class entry stands
 ;;;; for its class descriptor.  The fingerprint (64-bit FNV-1a of what each
-;;;; entry is) lets the reader refuse a record stored with another
-;;;; dictionary: DICTIONARY-MISMATCH, never wrong objects.
+;;;; entry is, folded to 32 bits: small messages are what dictionaries are
+;;;; for) and the size let the reader refuse a record stored with another
+;;;; dictionary: DICTIONARY-MISMATCH (an unnoticed mismatch needs the same
+;;;; size and a 1 in 2^32 coincidence).
 
 (in-package #:binstore)
 
@@ -19,11 +21,11 @@ for each class entry the names of the slots its instances store (NIL for
 the others), and the fingerprint."
   (entries #() :type simple-vector)
   (slot-names #() :type simple-vector)
-  (fingerprint 0 :type (unsigned-byte 64)))
+  (fingerprint 0 :type (unsigned-byte 32)))
 
 (defmethod print-object ((d dictionary) stream)
   (print-unreadable-object (d stream :type t)
-    (format stream "~d entr~:@p ~16,'0x" (length (dictionary-entries d))
+    (format stream "~d entr~:@p ~8,'0x" (length (dictionary-entries d))
             (dictionary-fingerprint d))))
 
 (defvar *dictionary* nil
@@ -95,7 +97,7 @@ Signals STORE-ERROR for anything else."
                                     (brief x)))))
                (when (position x entries :end i :test #'equal)
                  (fail "~a is there twice" (brief x)))))
-    (%make-dictionary entries slot-names hash)))
+    (%make-dictionary entries slot-names (logxor (ldb (byte 32 0) hash) (ldb (byte 32 32) hash)))))
 
 ;;; Storing ----------------------------------------------------------------------
 
@@ -106,7 +108,7 @@ entries ids 0 to n-1 in the store's identity table, as the reader will."
         (entries (dictionary-entries dictionary)))
     (write-u8 ob +tag-dictionary+)
     (let ((fingerprint (dictionary-fingerprint dictionary)))
-      (dotimes (i 8)
+      (dotimes (i 4)
         (write-u8 ob (ldb (byte 8 (* 8 i)) fingerprint))))
     (write-varint ob (length entries))
     (loop for x across entries
@@ -140,7 +142,7 @@ record names."
   (let* ((ib (rs-ibuf rs))
          (start (ibuf-offset ib))
          (fingerprint (progn (read-u8 ib)
-                             (loop for i below 8
+                             (loop for i below 4
                                    sum (ash (read-u8 ib) (* 8 i)))))
          (n (read-varint ib))
          (dictionary *dictionary*))
@@ -150,7 +152,7 @@ record names."
       (error 'dictionary-mismatch
              :offset start :fingerprint fingerprint
              :message (format nil "the record was stored with a dictionary of ~d entr~:@p, ~
-                                   fingerprint ~16,'0x; ~:[no dictionary was given~;~:*~a was given~]"
+                                   fingerprint ~8,'0x; ~:[no dictionary was given~;~:*~a was given~]"
                               n fingerprint dictionary)))
     (unless (= 0 (rs-next-id rs))
       (restore-invalid rs "a dictionary after the record's first object" "a dictionary first"))

@@ -446,9 +446,9 @@ name of the test follows as an object).")
              (:object value :label "value"))
      :summary "one object (a codec descriptor, normally a reference), then the object the codec wrote (since version 3)")
     (:dictionary #x2E :role :record :ids :never
-     :parts ((:uint fingerprint 8)
+     :parts ((:uint fingerprint 4)
              (:varint n))
-     :summary "8 bytes, the fingerprint of the dictionary the record was stored with, then varint n: its n entries take ids 0 to n−1 (since version 3; see *Dictionaries*)"))
+     :summary "4 bytes, the fingerprint of the dictionary the record was stored with, then varint n: its n entries take ids 0 to n−1 (since version 3; see *Dictionaries*)"))
   "The tags, as written: see the top of this file.  +GRAMMAR+ is the same,
 checked and indexed.")
 

@@ -1042,7 +1042,7 @@ allows signals RESTORE-LIMIT-EXCEEDED (:nesting)."
           (error 'dictionary-mismatch
                  :offset start :fingerprint (field fields 'fingerprint)
                  :message (format nil "the record was stored with a dictionary of ~d entr~:@p, ~
-                                       fingerprint ~16,'0x; no dictionary was given"
+                                       fingerprint ~8,'0x; no dictionary was given"
                                   (field fields 'n) (field fields 'fingerprint)))))
       (values
        (if (< version 3)
