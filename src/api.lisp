@@ -669,6 +669,7 @@ Keywords, values and conditions as for RESTORE."
   (flet ((restore-from (ib)
            (restore-record ib max-to-read max-depth intern-symbols require-header
                            eof-error-p eof-value)))
+    (declare (dynamic-extent #'restore-from))
     (if progress
         (call-with-progress progress "restored" size
                             (lambda (watch)

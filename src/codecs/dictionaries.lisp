@@ -59,9 +59,9 @@ unambiguous spelling of STRING for the fingerprint."
 (defun class-entry-slot-names (class)
   "The names of the slots a dictionary's class entry stores: those
 STORED-SLOTS names for an instance of CLASS, class slots left out."
-  (let ((prototype (funcall (instance-allocator class))))
-    (mapcar (lambda (spec) (slot-definition-name (first spec)))
-            (slot-specs prototype class (class-kind prototype) nil 'store-error))))
+  (mapcar (lambda (spec) (slot-definition-name (first spec)))
+          (slot-specs (lambda () (funcall (instance-allocator class)))
+                      class (class-kind-of-class class) nil 'store-error)))
 
 (defun make-dictionary (objects)
   "A dictionary of OBJECTS, a sequence of symbols (interned: not NIL, T or
@@ -126,8 +126,9 @@ store's descriptor for CLASS."
   (let* ((prototype (funcall (instance-allocator class)))
          (specs (remove-if-not (lambda (spec)
                                  (member (slot-definition-name (first spec)) slot-names))
-                               (slot-specs prototype class (class-kind prototype) t 'store-error)))
-         (d (make-descriptor-from-specs class (class-kind prototype) specs
+                               (slot-specs (lambda () prototype) class
+                                           (class-kind-of-class class) t 'store-error)))
+         (d (make-descriptor-from-specs class (class-kind-of-class class) specs
                                          (instance-layout prototype))))
     (setf (gethash class (or (ss-descriptors ss)
                              (setf (ss-descriptors ss) (make-hash-table :test 'eq))))
@@ -160,5 +161,4 @@ record names."
           for names across (dictionary-slot-names dictionary)
           do (if (or (symbolp x) (stringp x))
                  (register-always rs x)
-                 (read-class-descriptor-of-class rs (class-kind (funcall (instance-allocator x)))
-                                                 (class-name x) names)))))
+                 (read-class-descriptor-of-class rs (class-kind-of-class x) (class-name x) names)))))

@@ -96,11 +96,25 @@ NIL for a discarded one) when all have one; otherwise NIL."
                        (eq (slot-definition-allocation slotd) :instance)))
                  (class-slots class)))
 
-(defun slot-specs (object class kind store-class-slots error-type)
-  "What STORED-SLOTS says of OBJECT's CLASS: a list of (slot-definition
-store-function restore-function), one per stored slot, in order.  A name
-that is not a slot of CLASS, or a malformed entry, signals ERROR-TYPE."
-  (let ((answer (stored-slots object)))
+(defun other-method-applies-p (function classes)
+  "True when a method of the generic FUNCTION other than its method on T
+\(binstore's default) may apply to arguments of CLASSES."
+  (multiple-value-bind (methods known) (applicable-methods-using-classes function classes)
+    (or (not known)
+        (some (lambda (method)
+                (notevery (lambda (specializer) (eq specializer (find-class 't)))
+                          (method-specializers method)))
+              methods))))
+
+(defun slot-specs (instance class kind store-class-slots error-type)
+  "What STORED-SLOTS says of CLASS, asked of the instance the function
+INSTANCE returns, only when a method other than the default applies: a list
+of (slot-definition store-function restore-function), one per stored slot,
+in order.  A name that is not a slot of CLASS, or a malformed entry,
+signals ERROR-TYPE."
+  (let ((answer (if (other-method-applies-p #'stored-slots (list class))
+                    (stored-slots (funcall instance))
+                    :all)))
     (flet ((fail (control &rest arguments)
              (error error-type
                     :message (format nil "stored-slots of ~s: ~?" (class-name class)
@@ -134,6 +148,12 @@ bound slot's value."
         (let ((value (funcall (the function reader) o)))
           (if (eq value **unset**) value (funcall (the function store) value))))
       reader))
+
+(defun class-kind-of-class (class)
+  "The descriptor kind of the instances of CLASS."
+  (cond ((typep class 'structure-class) +class-kind-structure+)
+        ((typep class 'condition-class) +class-kind-condition+)
+        (t +class-kind-standard-object+)))
 
 (defun class-kind (object)
   (etypecase object
@@ -173,7 +193,8 @@ the class's one descriptor.)"
                                   (class-kind object))))
                       (make-descriptor-from-specs
                        class kind
-                       (slot-specs object class kind (ss-store-class-slots ss) 'store-error)
+                       (slot-specs (lambda () object) class kind (ss-store-class-slots ss)
+                                   'store-error)
                        (instance-layout object)))))))))
 
 (defun make-descriptor-from-specs (class kind specs layout)
@@ -543,14 +564,6 @@ when the caller chose to discard it."
                            (list (read *query-io*)))
             (find-or-ask-slot rs class other))))))
 
-(defun other-method-p (function arguments)
-  "True when a method of the generic FUNCTION other than its method on T
-\(binstore's default) applies to ARGUMENTS."
-  (some (lambda (method)
-          (notevery (lambda (specializer) (eq specializer (find-class 't)))
-                    (method-specializers method)))
-        (compute-applicable-methods function arguments)))
-
 (defun find-or-ask-codec (rs name)
   "The user codec registered under NAME, or what the restarts of
 MISSING-CODEC choose: NIL to skip (restore its objects as NIL)."
@@ -593,14 +606,14 @@ NAME; its allocator makes the object of a codec that allocates first."
         (register-always rs (codec-restore-descriptor rs name slot-names))
         (read-class-descriptor-of-class rs kind name slot-names))))
 
-(defun upgrade-p (class prototype slot-names)
-  "True when the instances of CLASS whose stored slots are SLOT-NAMES are
-to be filled by UPGRADE-INSTANCE: the slots STORED-SLOTS names today differ
-from them, and a method applies."
-  (and (other-method-p #'upgrade-instance (list prototype '()))
+(defun upgrade-p (class kind prototype slot-names)
+  "True when the instances of CLASS (of KIND) whose stored slots are
+SLOT-NAMES are to be filled by UPGRADE-INSTANCE: the slots STORED-SLOTS
+names today differ from them, and a method applies.  PROTOTYPE returns an
+instance of CLASS."
+  (and (other-method-applies-p #'upgrade-instance (list class (find-class 'cons)))
        (let ((current (mapcar (lambda (spec) (slot-definition-name (first spec)))
-                              (slot-specs prototype class (class-kind prototype) nil
-                                          'invalid-input)))
+                              (slot-specs prototype class kind nil 'invalid-input)))
              (all (mapcar #'slot-definition-name (class-slots class))))
          ;; a stored slot the class lost, or a slot it stores today that
          ;; the file does not hold (class slots are stored or not by option)
@@ -609,8 +622,11 @@ from them, and a method applies."
 (defun finish-functions (rs class prototype)
   "What to call on each instance of CLASS once the restore is complete:
 INITIALIZE-INSTANCE when RESTORE-CONSTRUCTION says :INITIALIZE, then
-AFTER-RESTORE when a method applies."
-  (let ((construction (restore-construction prototype)))
+AFTER-RESTORE when a method applies.  PROTOTYPE returns an instance of
+CLASS, to ask RESTORE-CONSTRUCTION when a method of it applies."
+  (let ((construction (if (other-method-applies-p #'restore-construction (list class))
+                          (restore-construction (funcall prototype))
+                          :allocate)))
     (unless (member construction '(:allocate :initialize))
       (restore-invalid rs (format nil "restore-construction of ~s is ~s" (class-name class)
                                   construction)
@@ -620,12 +636,14 @@ AFTER-RESTORE when a method applies."
                                   (class-name class))
                        ":ALLOCATE (structures have no INITIALIZE-INSTANCE)"))
     (append (and (eq construction :initialize) (list #'initialize-instance))
-            (and (other-method-p #'after-restore (list prototype)) (list #'after-restore)))))
+            (and (other-method-applies-p #'after-restore (list class))
+                 (list #'after-restore)))))
 
-(defun restore-transforms (class prototype slots)
-  "For SLOTS (effective slot definitions, NIL for discarded ones) of CLASS,
-the RESTORE function STORED-SLOTS gives each, or NIL when none has one."
-  (let* ((specs (slot-specs prototype class (class-kind prototype) t 'invalid-input))
+(defun restore-transforms (class kind prototype slots)
+  "For SLOTS (effective slot definitions, NIL for discarded ones) of CLASS
+\(of KIND), the RESTORE function STORED-SLOTS gives each, or NIL when none
+has one.  PROTOTYPE returns an instance of CLASS."
+  (let* ((specs (slot-specs prototype class kind t 'invalid-input))
          (transforms (mapcar (lambda (slotd)
                                (and slotd (third (find slotd specs :key #'first))))
                              slots)))
@@ -657,17 +675,19 @@ naming the class NAME and its stored SLOT-NAMES."
                          "a class of the same kind"))
       (ensure-class-finalized class)
       (let* ((allocate (instance-allocator class))
-             ;; the extension points are asked with an instance of the class
-             (prototype (funcall allocate))
+             ;; the extension points with methods for the class are asked
+             ;; with an instance of it, made once, when one is needed
+             (prototype (let ((instance nil))
+                          (lambda () (or instance (setf instance (funcall allocate))))))
              (finish (finish-functions rs class prototype)))
-        (if (upgrade-p class prototype slot-names)
+        (if (upgrade-p class kind prototype slot-names)
             (register-always
              rs (make-restore-descriptor class allocate #() nil nil nil
                                          (typep class 'structure-class)
                                          :finish finish :upgrade t :slot-names slot-names))
             (let* ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
                                   slot-names))
-                   (transforms (restore-transforms class prototype slots))
+                   (transforms (restore-transforms class kind prototype slots))
                    (checks (slot-checks slots))
                    (new-slots (and (not (member #'initialize-instance finish))
                                    (new-slot-names class slots))))

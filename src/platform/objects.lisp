@@ -174,6 +174,11 @@ instance slot of a standard class, otherwise something else."
 specializers."
   (sb-mop:method-specializers method))
 
+(defun applicable-methods-using-classes (function classes)
+  "The methods of the generic FUNCTION that apply to arguments of CLASSES,
+and whether that is known from the classes alone."
+  (sb-mop:compute-applicable-methods-using-classes function classes))
+
 (defun ensure-class-finalized (class)
   "Finalize CLASS's inheritance unless done; return CLASS."
   (unless (sb-mop:class-finalized-p class)
