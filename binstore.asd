@@ -22,8 +22,8 @@
 ;;;;   engine     (... codecs) the encoder and the decoder: the dispatch on
 ;;;;              type and on tag, the containers, the records
 ;;;;   api        (... engine) store, restore and the rest
-;;;;   reference  (base platform format) the reference decoder and EXPLAIN,
-;;;;              from the grammar
+;;;;   reference  (base platform format) the reference decoder, EXPLAIN and
+;;;;              FILE-STATISTICS, from the grammar
 ;;;; One kind of call goes up: a codec writes and reads the parts of its
 ;;;; objects through the engine (WRITE-OBJECT, WRITE-CONTAINER-OBJECT,
 ;;;; READ-TAGGED), which src/core/protocol.lisp declares; no other file
@@ -129,12 +129,14 @@ for other systems' files."
     :pathname "src"
     :depends-on ("base" "platform" "format" "io" "state" "engine")
     :components ((:file "api")))
-   ;; the reference decoder and EXPLAIN, built on the grammar alone
+   ;; the reference decoder, EXPLAIN and FILE-STATISTICS, built on the
+   ;; grammar alone
    (:module "reference"
     :pathname "src"
     :depends-on ("base" "platform" "format")
     :components ((:file "format/reference")
-                 (:file "explain" :depends-on ("format/reference"))))))
+                 (:file "explain" :depends-on ("format/reference"))
+                 (:file "stats" :depends-on ("format/reference" "explain"))))))
 
 (defsystem "binstore/compression"
   :description "zstd and LZ4 compression for binstore: STORE's :compression
