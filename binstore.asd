@@ -152,6 +152,15 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "lz4" :depends-on ("ffi" "filters"))
                (:file "hook" :depends-on ("zstd" "lz4"))))
 
+(defsystem "binstore/cli"
+  :description "The command-line tool bin/binstore: explain, stats and check
+on a file of binstore data.  `make cli' saves it as the executable
+build/binstore, with binstore/compression when that loads."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore" "uiop")
+  :pathname "src"
+  :components ((:file "cli")))
+
 (defsystem "binstore/fuzz"
   :description "Mutation fuzzer for binstore's restore side."
   :around-compile call-with-quiet-binstore-compilation
@@ -162,7 +171,7 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
 (defsystem "binstore/tests"
   :description "FiveAM test suite for binstore."
   :around-compile call-with-quiet-binstore-compilation
-  :depends-on ("binstore" "binstore/compression" "binstore/fuzz" "fiveam")
+  :depends-on ("binstore" "binstore/compression" "binstore/fuzz" "binstore/cli" "fiveam")
   :pathname "tests"
   :components ((:file "package")
                (:file "compare" :depends-on ("package" "generator"))
@@ -184,7 +193,8 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package"))
                (:file "sinks" :depends-on ("compare"))
-               (:file "compression" :depends-on ("compare" "generator" "places")))
+               (:file "compression" :depends-on ("compare" "generator" "places"))
+               (:file "cli" :depends-on ("package" "places" "grammar")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
