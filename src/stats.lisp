@@ -10,15 +10,15 @@
 ;;;; when the byte is read: an object's own bytes are its tag and what
 ;;;; follows it (header, payload, the tail's tag of a run...), not the
 ;;;; objects nested in it.  So the families' bytes add up to the bytes read.
-;;;; The bytes are counted in a FRAME per object being read: when a nested
-;;;; object begins, the bytes since the last mark go to the enclosing frame;
-;;;; when it ends, to its own.  A frame is tallied (its family's objects and
+;;;; The bytes are counted in an ACCOUNT per object being read: when a nested
+;;;; object begins, the bytes since the last mark go to the enclosing account;
+;;;; when it ends, to its own.  An account is tallied (its family's objects and
 ;;;; bytes, its class's) when it ends, so that its family (an array's element
 ;;;; type) and class (an instance's descriptor) may be learnt as it is read.
 
 (in-package #:binstore)
 
-(defstruct (st-frame (:constructor make-st-frame (family objects &optional class)))
+(defstruct (st-account (:constructor make-st-account (family objects &optional class)))
   "The object being read: its FAMILY (a string), OBJECTS (1, or 0 for the
 contents of a container that a FILL completes, counted at its LATER), the
 BYTES given to it so far, the CLASS its bytes count for (the class name, a
@@ -34,8 +34,8 @@ whether it is an INSTANCE of that class."
   "One FILE-STATISTICS: the cursor and its walker; the values of the
 record's ids (for references to descriptors and symbols) and the number of
 its cons ids; its tracking flags; the containers LATER announced (rank ->
-(spec fields family class)); the frame being read and the position up to
-which bytes were given to frames; the tallies: family -> (objects . bytes),
+(spec fields family class)); the account being read and the position up to
+which bytes were given to accounts; the tallies: family -> (objects . bytes),
 class name -> (kind slots descriptors instances bytes); the objects counted
 in the current record."
   cursor walker
@@ -45,62 +45,67 @@ in the current record."
   (track-conses nil)
   (pending (make-hash-table))
   (next-later 0)
-  (frame (make-st-frame "between records" 0))
+  (current (make-st-account "between records" 0))
   (mark 0 :type unsigned-byte)
   (families (make-hash-table :test 'equal))
   (classes (make-hash-table :test 'equal))
   (record-objects 0 :type unsigned-byte)
   (stack-limit 0 :type word))
 
-;;; Frames ------------------------------------------------------------------------
+;;; Accounts ------------------------------------------------------------------------
 
 (defun st-attribute (st)
-  "Give the bytes read since the mark to the current frame; move the mark."
+  "Give the bytes read since the mark to the current account; move the mark."
   (let ((pos (cursor-pos (st-cursor st))))
     (when (> pos (st-mark st))
-      (incf (st-frame-bytes (st-frame st)) (- pos (st-mark st))))
+      (incf (st-account-bytes (st-current st)) (- pos (st-mark st))))
     (setf (st-mark st) pos)))
 
-(defun st-tally (st frame)
-  "Add FRAME's objects and bytes to its family's, and its class's."
-  (let ((entry (or (gethash (st-frame-family frame) (st-families st))
-                   (setf (gethash (st-frame-family frame) (st-families st)) (cons 0 0)))))
-    (incf (car entry) (st-frame-objects frame))
-    (incf (cdr entry) (st-frame-bytes frame)))
-  (incf (st-record-objects st) (st-frame-objects frame))
-  (let ((class (st-frame-class frame)))
+(defun st-tally (st account)
+  "Add ACCOUNT's objects and bytes to its family's, and its class's."
+  (let ((entry (or (gethash (st-account-family account) (st-families st))
+                   (setf (gethash (st-account-family account) (st-families st)) (cons 0 0)))))
+    (incf (car entry) (st-account-objects account))
+    (incf (cdr entry) (st-account-bytes account)))
+  (incf (st-record-objects st) (st-account-objects account))
+  (let ((class (st-account-class account)))
     (when class
       (let ((entry (st-class-entry st class)))
-        (when (st-frame-instance frame)
-          (incf (fourth entry) (st-frame-objects frame)))
-        (incf (fifth entry) (st-frame-bytes frame))))))
+        (when (st-account-instance account)
+          (incf (fourth entry) (st-account-objects account)))
+        (incf (fifth entry) (st-account-bytes account))))))
 
 (defun st-class-entry (st name)
   "The tally of the class NAME: (kind slots descriptors instances bytes)."
   (or (gethash name (st-classes st))
       (setf (gethash name (st-classes st)) (list nil nil 0 0 0))))
 
-(defmacro with-st-frame ((st frame) &body body)
-  "Read BODY's bytes into FRAME, nested in the current frame; tally FRAME
+(defun st-nested-account (st family)
+  "A new account of one object of FAMILY whose bytes count for the class
+that ST's current account's count for."
+  (make-st-account family 1 (st-account-class (st-current st))))
+
+(defmacro with-st-account ((st account) &body body)
+  "Read BODY's bytes into ACCOUNT, nested in the current account; tally ACCOUNT
 when BODY ends, even when it ends with an error (what was read counts)."
-  (let ((s (gensym "ST")) (f (gensym "FRAME")) (saved (gensym "SAVED")))
-    `(let* ((,s ,st) (,f ,frame) (,saved (st-frame ,s)))
+  (let ((s (gensym "ST")) (f (gensym "ACCOUNT")) (saved (gensym "SAVED")))
+    `(let* ((,s ,st) (,f ,account) (,saved (st-current ,s)))
        (st-attribute ,s)
-       (setf (st-frame ,s) ,f)
+       (setf (st-current ,s) ,f)
        (unwind-protect (progn ,@body)
          (st-attribute ,s)
          (st-tally ,s ,f)
-         (setf (st-frame ,s) ,saved)))))
+         (setf (st-current ,s) ,saved)))))
 
 (defun st-begin-next-run (st spec)
-  "The current frame, a run of conses, ends where the run of SPEC that
-continues its list begins: tally it and make it that run's frame."
-  (let ((frame (st-frame st)))
+  "The current account, a run of conses, ends where the run of SPEC that
+continues its list begins: tally it and make it that run's account."
+  (let ((account (st-current st)))
     (st-attribute st)
-    (st-tally st frame)
-    (setf (st-frame-family frame) (st-family-name spec '())
-          (st-frame-objects frame) 1
-          (st-frame-bytes frame) 0)))
+    (st-tally st account)
+    (setf (st-account-family account) (st-family-name spec '())
+          (st-account-objects account) 1
+          (st-account-bytes account) 0)))
 
 (defun st-family-name (spec fields)
   "The family of an object of SPEC whose parts are FIELDS: the tag's name;
@@ -139,7 +144,7 @@ gives it, all but a run's cons ids."
   (aref (st-ids st) id))
 
 (defun st-read-object (st &optional slot-value-p)
-  "Read one object (with SLOT-VALUE-P, the unbound-slot tag too) in a frame
+  "Read one object (with SLOT-VALUE-P, the unbound-slot tag too) in an account
 of its own; return its value for the grammar's expressions, as EXPLAIN's:
 the number, character or string it is, an uninterned symbol named as the
 symbol is printed, a FORMAT-DESCRIPTOR for a class descriptor, else a list
@@ -150,29 +155,29 @@ symbol is printed, a FORMAT-DESCRIPTOR for a class descriptor, else a list
          (tag (cursor-peek cursor))
          (spec (and (< tag +first-small-ref-tag+) (tag-spec tag))))
     (cond ((>= tag +first-small-int-tag+)
-           (with-st-frame (st (make-st-frame "small integer" 1 (st-frame-class (st-frame st))))
+           (with-st-account (st (st-nested-account st "small integer"))
              (- (cursor-u8 cursor) +small-int-bias+)))
           ((>= tag +first-small-ref-tag+)
-           (with-st-frame (st (make-st-frame "small ref" 1 (st-frame-class (st-frame st))))
+           (with-st-account (st (st-nested-account st "small ref"))
              (st-id-value st (- (cursor-u8 cursor) +first-small-ref-tag+) start)))
           ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
-           (with-st-frame (st (make-st-frame "unbound-slot" 1 (st-frame-class (st-frame st))))
+           (with-st-account (st (st-nested-account st "unbound-slot"))
              (cursor-u8 cursor)
              '(:unbound)))
           ((or (null spec) (not (eq (tag-spec-role spec) :object)))
-           (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should start~@[ (~(~a~))~]"
+           (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should ~
+                                               start~@[ (~(~a~))~]"
                                           tag (and spec (tag-spec-name spec)))
                            "an object tag" start))
-          (t (let ((frame (make-st-frame (st-family-name spec '()) 1
-                                         (st-frame-class (st-frame st)))))
-               (with-st-frame (st frame)
+          (t (let ((account (st-nested-account st (st-family-name spec '()))))
+               (with-st-account (st account)
                  (cursor-u8 cursor)
-                 (st-read-tagged st spec start frame)))))))
+                 (st-read-tagged st spec start account)))))))
 
-(defun st-read-tagged (st spec start frame)
-  "Read the object of SPEC whose tag was read at START, in FRAME; return its value."
+(defun st-read-tagged (st spec start account)
+  "Read the object of SPEC whose tag was read at START, in ACCOUNT; return its value."
   (ecase (tag-spec-kind spec)
-    (:leaf (st-read-leaf st spec start frame))
+    (:leaf (st-read-leaf st spec start account))
     (:reference
      (let ((id (field (read-parts (st-walker st) (tag-spec-parts spec) '()) 'id)))
        (if (eq (tag-spec-name spec) :cons-ref)
@@ -183,22 +188,22 @@ symbol is printed, a FORMAT-DESCRIPTOR for a class descriptor, else a list
                                "a cons id defined earlier" start))
            (st-id-value st id start))))
     (:container
-     (multiple-value-bind (value fields) (st-open-container st spec start frame)
+     (multiple-value-bind (value fields) (st-open-container st spec start account)
        (st-fill-container st spec fields)
        value))
     (:deferred
      (field (read-parts (st-walker st) (tag-spec-parts spec) '()) 'container))))
 
-(defun st-open-container (st spec start frame)
+(defun st-open-container (st spec start account)
   "Read the header of the container of SPEC whose tag was read at START,
-in FRAME, and give it its ids; return its value and the header's fields."
+in ACCOUNT, and give it its ids; return its value and the header's fields."
   (let* ((fields (read-parts (st-walker st) (tag-spec-parts spec) '()))
          (value (list (tag-spec-name spec) start)))
-    (setf (st-frame-family frame) (st-family-name spec fields))
+    (setf (st-account-family account) (st-family-name spec fields))
     (let ((descriptor (field fields 'descriptor)))
       (when (format-descriptor-p descriptor)
-        (setf (st-frame-class frame) (st-class-name descriptor)
-              (st-frame-instance frame) t)))
+        (setf (st-account-class account) (st-class-name descriptor)
+              (st-account-instance account) t)))
     (if (eq (tag-spec-ids spec) :conses)
         (when (st-track-conses st)
           (incf (st-cons-ids st) (field fields 'n)))
@@ -207,8 +212,8 @@ in FRAME, and give it its ids; return its value and the header's fields."
 
 (defun st-fill-container (st spec fields)
   "Read the contents of the container of SPEC (header FIELDS) in the
-current frame.  The runs that continue a list at its tail are read in a
-loop, each in a frame of its own (ST-BEGIN-NEXT-RUN)."
+current account.  The runs that continue a list at its tail are read in a
+loop, each in an account of its own (ST-BEGIN-NEXT-RUN)."
   (let ((walker (st-walker st)))
     (if (not (eq (tag-spec-ids spec) :conses))
         (read-parts walker (tag-spec-contents spec) fields)
@@ -220,7 +225,7 @@ loop, each in a frame of its own (ST-BEGIN-NEXT-RUN)."
                 (return)))))))
 
 (defun st-tail (st)
-  "The TAIL-FN: a list tag continues the run (its header read in a frame of
+  "The TAIL-FN: a list tag continues the run (its header read in an account of
 its own; the value is (:continuation spec fields)); anything else is the
 final cdr, an object."
   (let* ((cursor (st-cursor st))
@@ -230,14 +235,14 @@ final cdr, an object."
         (let ((spec (tag-spec tag)))
           (st-begin-next-run st spec)
           (cursor-u8 cursor)
-          (multiple-value-bind (value fields) (st-open-container st spec start (st-frame st))
+          (multiple-value-bind (value fields) (st-open-container st spec start (st-current st))
             (declare (ignore value))
             (list :continuation spec fields)))
         (st-read-object st))))
 
 (defun st-later (st)
-  "The LATER-FN: a container's tag and header (in a frame of its own, the
-LATER's frame around it), its contents waiting for their FILL; return its
+  "The LATER-FN: a container's tag and header (in an account of its own, the
+LATER's account around it), its contents waiting for their FILL; return its
 value."
   (let* ((cursor (st-cursor st))
          (start (cursor-pos cursor))
@@ -245,17 +250,17 @@ value."
     (unless (container-tag-p tag)
       (cursor-invalid cursor (format nil "LATER before tag #x~2,'0x" tag) "a container tag"))
     (let* ((spec (tag-spec tag))
-           (frame (make-st-frame (st-family-name spec '()) 1 (st-frame-class (st-frame st)))))
-      (with-st-frame (st frame)
+           (account (st-nested-account st (st-family-name spec '()))))
+      (with-st-account (st account)
         (cursor-u8 cursor)
-        (multiple-value-bind (value fields) (st-open-container st spec start frame)
+        (multiple-value-bind (value fields) (st-open-container st spec start account)
           (setf (gethash (st-next-later st) (st-pending st))
-                (list spec fields (st-frame-family frame) (st-frame-class frame)))
+                (list spec fields (st-account-family account) (st-account-class account)))
           (incf (st-next-later st))
           value)))))
 
 (defun st-fill (st n)
-  "The FILL-FN: the contents of the container LATER numbered N, in a frame
+  "The FILL-FN: the contents of the container LATER numbered N, in an account
 of its family and class that counts no object (its LATER counted it)."
   (let ((pending (gethash n (st-pending st))))
     (unless pending
@@ -264,7 +269,7 @@ of its family and class that counts no object (its LATER counted it)."
                       "the rank of an unfilled LATER container"))
     (remhash n (st-pending st))
     (destructuring-bind (spec fields family class) pending
-      (with-st-frame (st (make-st-frame family 0 class))
+      (with-st-account (st (make-st-account family 0 class))
         (st-fill-container st spec fields))
       nil)))
 
@@ -273,12 +278,12 @@ of its family and class that counts no object (its LATER counted it)."
   (let ((name (format-descriptor-class-name descriptor)))
     (if (symbolp name) (symbol-name name) (ex-print name))))
 
-(defun st-read-leaf (st spec start frame)
-  "Read the leaf of SPEC whose tag was read at START, in FRAME; return its
+(defun st-read-leaf (st spec start account)
+  "Read the leaf of SPEC whose tag was read at START, in ACCOUNT; return its
 value, and give it its ids."
   (let* ((fields (read-parts (st-walker st) (tag-spec-parts spec) '()))
          (name (tag-spec-name spec)))
-    (setf (st-frame-family frame) (st-family-name spec fields))
+    (setf (st-account-family account) (st-family-name spec fields))
     (flet ((f (name) (field fields name)))
       (let ((value
               (case name
@@ -349,9 +354,9 @@ descriptor, an instance's first object."
          (= (cursor-peek cursor) (tag-spec-code (tag-spec-named name))))))
 
 (defun st-record-tag (st name)
-  "Read the record tag NAME (just peeked) and its parts in a frame of its
+  "Read the record tag NAME (just peeked) and its parts in an account of its
 own (family \"record: NAME\"); return the fields."
-  (with-st-frame (st (make-st-frame (format nil "record: ~(~a~)" name) 1))
+  (with-st-account (st (make-st-account (format nil "record: ~(~a~)" name) 1))
     (cursor-u8 (st-cursor st))
     (read-parts (st-walker st) (tag-spec-parts (tag-spec-named name)) '())))
 
