@@ -2,7 +2,7 @@
 ;;;; program's name and returns the exit status, so that tests call it in
 ;;;; the test image as well as run the program.
 ;;;;
-;;;;   binstore explain [--depth N] [--items N|all] [--start OFFSET] FILE
+;;;;   binstore explain [--depth N] [--items N|all] [--start OFFSET | --record K] FILE
 ;;;;   binstore stats [--start OFFSET] [--records N|all] FILE
 ;;;;   binstore check [--max-to-read N|none] [--max-depth N] [--no-intern]
 ;;;;                  [--load LISP-FILE]... [--system NAME]... FILE
@@ -70,6 +70,9 @@ Options:
                    `all' for every one
   --start OFFSET   begin at byte OFFSET (decimal, or hex as 0x1F0) rather
                    than 0: the start of a record
+  --record K       explain the Kth record alone (from 1, as `binstore stats'
+                   numbers them); its lines keep the file's offsets but it
+                   is called record 1
   --help           this text
 
 Exit status: 0 explained to the end (or to a compressed record), 1 stopped
@@ -213,25 +216,67 @@ file, else NIL."
 
 ;;; The commands -------------------------------------------------------------------
 
+(defun file-octets (file)
+  "The bytes of FILE, in a vector with a fill pointer."
+  (with-open-file (in (native file) :element-type '(unsigned-byte 8))
+    (let ((octets (make-array (file-length in) :element-type '(unsigned-byte 8)
+                                               :fill-pointer t)))
+      (setf (fill-pointer octets) (read-sequence octets in))
+      octets)))
+
+(defun record-bounds (file octets number)
+  "The offset of the NUMBERth record (from 1) of OCTETS, the bytes of FILE,
+and the offset after it (the end of OCTETS for a malformed record); a
+message and the exit status 1 when there is no such record."
+  (let* ((statistics (binstore:file-statistics octets))
+         (records (getf statistics :records))
+         (record (and (plusp number) (nth (1- number) records))))
+    (if record
+        (let ((start (getf record :start)))
+          (values start (if (getf record :version)
+                            (+ start (getf record :bytes))
+                            (length octets))))
+        (values nil nil
+                (fail "~a: no record ~d: ~d record~:p~:[~; before a compressed one~]~
+                       ~:[~; and malformed bytes~]"
+                      file number (length records) (getf statistics :compressed)
+                      (getf statistics :condition))))))
+
 (defun explain-command (arguments)
   "binstore explain: see its help text."
   (multiple-value-bind (options operands)
-      (parse-options "explain" arguments '(("--depth" :value) ("--items" :value) ("--start" :value)))
+      (parse-options "explain" arguments '(("--depth" :value) ("--items" :value)
+                                           ("--start" :value) ("--record" :value)))
     (when (getf options :help)
       (write-string (command-help "explain"))
       (return-from explain-command 0))
     (let ((file (one-file "explain" operands))
           (depth (parse-count "explain" "--depth" (getf options :depth "8")))
           (items (parse-count "explain" "--items" (getf options :items "20") :none "all"))
-          (start (parse-count "explain" "--start" (getf options :start "0") :hex t)))
+          (start (parse-count "explain" "--start" (getf options :start "0") :hex t))
+          (record (and (getf options :record)
+                       (parse-count "explain" "--record" (getf options :record)))))
+      (when (and record (getf options :start))
+        (usage "explain" "--start and --record: one or the other"))
       (or (file-problem file)
-          (multiple-value-bind (records condition)
-              (binstore:explain (native file) :max-depth depth :max-items items :start start)
-            (declare (ignore records))
-            (finish-output)
-            (if condition
-                (fail "~a: ~a" file (condition-text condition))
-                0))))))
+          (let ((place (native file)))
+            (when record
+              (let ((octets (file-octets file)))
+                (multiple-value-bind (record-start record-end status)
+                    (record-bounds file octets record)
+                  (unless record-start
+                    (return-from explain-command status))
+                  ;; EXPLAIN reads up to the fill pointer: the record alone
+                  (setf (fill-pointer octets) record-end
+                        place octets
+                        start record-start))))
+            (multiple-value-bind (records condition)
+                (binstore:explain place :max-depth depth :max-items items :start start)
+              (declare (ignore records))
+              (finish-output)
+              (if condition
+                  (fail "~a: ~a" file (condition-text condition))
+                  0)))))))
 
 (defun stats-command (arguments)
   "binstore stats: see its help text."

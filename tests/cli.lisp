@@ -244,7 +244,7 @@ exit status 2, the problem and where help is on error output."
     (usage-error "binstore: no command \"frob\"" "help" "frob")))
 
 (test cli-explain
-  "explain prints EXPLAIN's lines; --items, --depth and --start page it;
+  "explain prints EXPLAIN's lines; --items, --depth, --start and --record page it;
 malformed bytes: the lines read, then exit status 1 and the reason."
   (with-cli-files (directory)
     (let ((file (file-in directory "small.bin"))
@@ -270,6 +270,18 @@ malformed bytes: the lines read, then exit status 1 and the reason."
         (is (= 0 status))
         (is (equal "record 1 at 0x0015 (21)" (first out)))
         (is (equal "end of input at 0x002A (42): 1 record" (car (last out)))))
+      ;; three records: --record 2 explains the second alone
+      (cli-write-file file (concatenate 'list *small-record* *small-record* *small-record*))
+      (multiple-value-bind (status out err) (run-main "explain" "--record" "2" file)
+        (is (= 0 status))
+        (is (equal "record 1 at 0x0015 (21)" (first out)))
+        (is (equal "end of input at 0x002A (42): 1 record" (car (last out))))
+        (is (null err)))
+      (multiple-value-bind (status out err) (run-main "explain" "--record" "4" file)
+        (is (= 1 status))
+        (is (null out))
+        (is (equal (list (format nil "binstore: ~a: no record 4: 3 records" file)) err)))
+      (is (= 2 (run-main "explain" "--record" "1" "--start" "0" file)))
       (cli-write-file bad '(#x24 #x42 #x53 #x54 #x03 #x29 #x02 #x02 #x71 #x3F))
       (multiple-value-bind (status out err) (run-main "explain" bad)
         (is (= 1 status))
