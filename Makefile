@@ -5,6 +5,8 @@
 #                check-layers), runs the whole suite
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
+#   make cli                  saves the command-line tool bin/binstore runs,
+#                             build/binstore (an SBCL executable)
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
 #   make bench-memory         restores of the array sets against fresh memory
 #   make bench-messages       small messages with and without a dictionary
@@ -42,7 +44,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test quiet-build check-layers bench bench-memory bench-messages bench-compression readme-results fuzz deps bench-deps clean
+.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-compression readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -59,8 +61,24 @@ bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
 	@if [ -n "$(PEERS_DIR)" ] && [ -d "$(PEERS_DIR)" ]; then ./tools/ensure-packages $(PEER_DEBS); fi
 
-test: deps quiet-build check-layers
+test: deps quiet-build check-layers cli
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
+
+# The command-line tool's executable, which bin/binstore runs when it is newer
+# than every source file (else bin/binstore loads binstore from the checkout):
+# binstore/cli, and binstore/compression when it loads (CFFI and the C
+# libraries), saved with SBCL's runtime.  Written beside and renamed, so that
+# a failed build leaves no half-written file.
+cli: build/binstore
+
+build/binstore: binstore.asd $(wildcard src/*.lisp src/*/*.lisp)
+	@mkdir -p build
+	$(SBCL_RUN) --eval '(require :asdf)' --eval '(asdf:load-asd (truename "binstore.asd"))' \
+	  --eval '(asdf:load-system "binstore/cli")' \
+	  --eval '(handler-case (asdf:load-system "binstore/compression") (error (e) (format *error-output* "~&make cli: without compression: ~a~%" e)))' \
+	  --eval '(setf uiop:*image-entry-point* (function binstore-cli:toplevel))' \
+	  --eval '(uiop:dump-image "build/binstore.new" :executable t)'
+	mv build/binstore.new build/binstore
 
 # Compiles binstore in a fresh SBCL with an empty fasl cache (a new
 # XDG_CACHE_HOME, removed after) and fails if the compiler printed notes or
@@ -103,4 +121,4 @@ fuzz: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-fuzz $(SECONDS))'
 
 clean:
-	rm -rf ~/.cache/common-lisp/*/$(CURDIR)
+	rm -rf ~/.cache/common-lisp/*/$(CURDIR) build

@@ -23,8 +23,8 @@
 ;;;;   engine     (... codecs) the encoder and the decoder: the dispatch on
 ;;;;              type and on tag, the containers, the records
 ;;;;   api        (... engine) store, restore and the rest
-;;;;   reference  (base platform format) the reference decoder and EXPLAIN,
-;;;;              from the grammar
+;;;;   reference  (base platform format) the reference decoder, EXPLAIN and
+;;;;              FILE-STATISTICS, from the grammar
 ;;;; One kind of call goes up: a codec writes and reads the parts of its
 ;;;; objects through the engine (WRITE-OBJECT, WRITE-CONTAINER-OBJECT,
 ;;;; READ-TAGGED), which src/core/protocol.lisp declares; no other file
@@ -135,12 +135,14 @@ for other systems' files."
     :depends-on ("base" "platform" "format" "io" "state" "engine")
     :components ((:file "progress")
                  (:file "api" :depends-on ("progress"))))
-   ;; the reference decoder and EXPLAIN, built on the grammar alone
+   ;; the reference decoder, EXPLAIN and FILE-STATISTICS, built on the
+   ;; grammar alone
    (:module "reference"
     :pathname "src"
     :depends-on ("base" "platform" "format")
     :components ((:file "format/reference")
-                 (:file "explain" :depends-on ("format/reference"))))))
+                 (:file "explain" :depends-on ("format/reference"))
+                 (:file "stats" :depends-on ("format/reference" "explain"))))))
 
 (defsystem "binstore/compression"
   :description "zstd and LZ4 compression for binstore: STORE's :compression
@@ -156,6 +158,15 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "lz4" :depends-on ("ffi" "filters"))
                (:file "hook" :depends-on ("zstd" "lz4"))))
 
+(defsystem "binstore/cli"
+  :description "The command-line tool bin/binstore: explain, stats and check
+on a file of binstore data.  `make cli' saves it as the executable
+build/binstore, with binstore/compression when that loads."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore" "uiop")
+  :pathname "src"
+  :components ((:file "cli")))
+
 (defsystem "binstore/fuzz"
   :description "Mutation fuzzer for binstore's restore side."
   :around-compile call-with-quiet-binstore-compilation
@@ -166,7 +177,7 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
 (defsystem "binstore/tests"
   :description "FiveAM test suite for binstore."
   :around-compile call-with-quiet-binstore-compilation
-  :depends-on ("binstore" "binstore/compression" "binstore/fuzz" "fiveam")
+  :depends-on ("binstore" "binstore/compression" "binstore/fuzz" "binstore/cli" "fiveam")
   :pathname "tests"
   :components ((:file "package")
                (:file "compare" :depends-on ("package" "generator"))
@@ -189,7 +200,8 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "readme" :depends-on ("package"))
                (:file "sinks" :depends-on ("compare"))
                (:file "extensions" :depends-on ("compare"))
-               (:file "compression" :depends-on ("compare" "generator" "places")))
+               (:file "compression" :depends-on ("compare" "generator" "places"))
+               (:file "cli" :depends-on ("package" "places" "grammar")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))

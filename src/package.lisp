@@ -19,6 +19,8 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:+max-values+
    ;; Reading the bytes
    #:explain
+   #:file-statistics
+   #:print-statistics
    ;; Byte sinks and sources: places that take or give bytes in blocks,
    ;; and the filters that wrap them
    #:byte-sink #:sink-write #:sink-finish #:sink-abort
