@@ -382,6 +382,11 @@ own (family \"record: NAME\"); return the fields."
           (let ((flags (field (st-record-tag st tracking) 'flags)))
             (setf (st-track-objects st) (logtest flags +track-objects+)
                   (st-track-conses st) (logtest flags +track-conses+)))))
+      (when (st-peek-is st :dictionary)
+        ;; the entries of a shared dictionary take the first ids; what they
+        ;; are is not in the file (an instance of a class entry ends the count)
+        (dotimes (i (field (st-record-tag st :dictionary) 'n))
+          (vector-push-extend nil (st-ids st))))
       (flet ((top-level-object ()
                (st-read-object st)
                (incf top-level)
