@@ -12,6 +12,9 @@
 ;;;;              between calls, the staging vector, prefaulting, the heap's
 ;;;;              runway, UTF-8 windows, output and input buffers, the
 ;;;;              decoders of fixed-size payloads, files
+;;;;   text       (base platform format io) the exported UTF-8 codec
+;;;;              (UTF8-DECODE, UTF8-ENCODE ...) on io's UTF-8 kernels, and
+;;;;              the line readers of text files (READ-LINES, MAP-LINES)
 ;;;;   state      (... io) the output region, the identity table, the store
 ;;;;              and restore states; protocol.lisp, which declares the
 ;;;;              engine's entry points; reading.lisp, READ-OBJECT, the
@@ -97,6 +100,12 @@ for other systems' files."
                  (:file "sources" :depends-on ("input" "staging"))
                  (:file "payloads" :depends-on ("input"))
                  (:file "files")))
+   ;; the exported UTF-8 codec and the line readers
+   (:module "text"
+    :pathname "src/text"
+    :depends-on ("base" "platform" "format" "io")
+    :components ((:file "utf8-codec")
+                 (:file "lines" :depends-on ("utf8-codec"))))
    (:module "state"
     :pathname "src/core"
     :depends-on ("base" "platform" "format" "io")
@@ -182,7 +191,8 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package"))
                (:file "sinks" :depends-on ("compare"))
-               (:file "compression" :depends-on ("compare" "generator" "places")))
+               (:file "compression" :depends-on ("compare" "generator" "places"))
+               (:file "utf8" :depends-on ("package")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))

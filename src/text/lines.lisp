@@ -1,0 +1,141 @@
+;;;; Text files a line at a time: READ-LINES and MAP-LINES.
+;;;;
+;;;; The file is read by read(2) on its descriptor in large blocks
+;;;; (+LINE-BLOCK-BYTES+) into one octet buffer, never through a Lisp
+;;;; character stream.  Newlines are found a word at a time (NEWLINE-END),
+;;;; and each line is decoded from the buffer by the UTF-8 codec
+;;;; (src/text/utf8-codec.lisp): an ASCII line is a memory copy into a base
+;;;; string, or a word-at-a-time widening into a character string.  A line
+;;;; that does not end in the buffer is moved to its front and the rest read
+;;;; after it; a line longer than the buffer doubles it.
+;;;;
+;;;; Lines end at LF or CR LF (neither is part of the line); a lone CR is a
+;;;; character of its line; a last line without a newline is a line; an
+;;;; empty file has no lines.
+
+(in-package #:binstore)
+
+(defconstant +line-block-bytes+ (* 256 1024)
+  "The size of the buffer a file's lines are read through, and of the
+read(2) calls that fill it (a line longer than it doubles it).")
+
+(defun newline-end (address pos end)
+  "The offset of the first LF (byte 10) from POS below END at ADDRESS (an
+integer, the address of pinned memory), or END.  A word at a time: the
+word XOR ten times #x01 has a zero byte where the word has an LF, and
+\(x - #x01..01) AND NOT x AND #x80..80 marks the lowest zero byte exactly."
+  (declare (type word address) (type index pos end) (optimize speed))
+  (unless (<= pos end) (kernel-bounds-error 'newline-end pos end))
+  (let ((sap (address-pointer address))
+        (i pos))
+    (declare (type index i))
+    (locally (declare (optimize (safety 0)))
+      (loop while (<= (+ i 8) end)
+            do (let* ((x (logxor (mem-u64 sap i) #x0A0A0A0A0A0A0A0A))
+                      (zeros (logand (logand (- x #x0101010101010101) #xFFFFFFFFFFFFFFFF)
+                                     (lognot x) +high-bits+)))
+                 (declare (type word x zeros))
+                 (unless (zerop zeros)
+                   ;; the lowest marked byte: its bit 7 is the lowest bit set
+                   (return-from newline-end
+                     (+ i (ash (integer-length (logand zeros (- zeros))) -3) -1)))
+                 (incf i 8)))
+      (loop while (and (< i end) (/= (mem-u8 sap i) 10))
+            do (incf i)))
+    i))
+
+(defun check-text-external-format (external-format)
+  "Signal an ERROR unless EXTERNAL-FORMAT names UTF-8, the one the line
+readers read."
+  (unless (member external-format '(:utf-8 :utf8))
+    (error "binstore's line readers read UTF-8 only (:external-format :utf-8), not ~s"
+           external-format)))
+
+(defun fill-line-buffer (fd buffer fill place)
+  "read(2) from FD into BUFFER from FILL to its end, once (again on EINTR):
+the bytes read, 0 at the end of the file.  A failed read signals
+BINSTORE-FILE-ERROR about PLACE."
+  (declare (type (simple-array (unsigned-byte 8) (*)) buffer) (type index fill))
+  (loop
+    (multiple-value-bind (n errno)
+        (with-pinned-objects (buffer)
+          (system-read fd (pointer+ (vector-pointer buffer) fill) (- (length buffer) fill)))
+      (cond (n (return n))
+            ((eql errno +eintr+))
+            (t (errno-fail place errno "cannot read"))))))
+
+(defun call-with-file-lines (function place base-string-if-ascii)
+  "Call FUNCTION with each line of the file PLACE, a new string (see
+MAP-LINES)."
+  (call-with-file-input
+   place
+   (lambda (fd size)
+     (declare (ignore size))
+     (let ((buffer (make-array +line-block-bytes+ :element-type '(unsigned-byte 8)))
+           (fill 0)             ; the bytes of BUFFER read
+           (line 0)             ; where the current line starts in BUFFER
+           (scan 0)             ; where the search for its end resumes
+           (origin 0))          ; the offset in the file of BUFFER's first byte
+       (declare (type (simple-array (unsigned-byte 8) (*)) buffer)
+                (type index fill line scan origin))
+       (flet ((emit (end)
+                ;; the line from LINE to END (an LF, or the end of the file)
+                (let ((stop (if (and (> end line) (= (aref buffer (1- end)) 13)) (1- end) end)))
+                  (funcall function
+                           (decode-utf8-octets buffer line stop base-string-if-ascii origin)))))
+         (loop
+           (let ((lf (with-pinned-objects (buffer)
+                       (newline-end (pointer-address (vector-pointer buffer)) scan fill))))
+             (declare (type index lf))
+             (if (< lf fill)
+                 (progn (emit lf)
+                        (setf line (+ lf 1) scan line))
+                 ;; no LF in what was read: keep the line, read more after it
+                 (let ((partial (- fill line)))
+                   (when (plusp line)
+                     (replace buffer buffer :start2 line :end2 fill)
+                     (setf origin (+ origin line) line 0 fill partial))
+                   (when (= fill (length buffer))
+                     (let ((larger (make-array (* 2 (length buffer))
+                                               :element-type '(unsigned-byte 8))))
+                       (replace larger buffer)
+                       (setf buffer larger)))
+                   (setf scan fill)
+                   (let ((n (fill-line-buffer fd buffer fill place)))
+                     (declare (type index n))
+                     (when (zerop n)
+                       (when (plusp fill) (emit fill))
+                       (return))
+                     (incf fill n)))))))))))
+
+(defun map-lines (function path &key (external-format :utf-8) base-string-if-ascii)
+  "Call FUNCTION with each line of the UTF-8 text file PATH (a string or
+pathname), in order, and return NIL.  Each line is a new string FUNCTION
+may keep: a (SIMPLE-ARRAY CHARACTER (*)), or a SIMPLE-BASE-STRING when
+BASE-STRING-IF-ASCII is true and the line is ASCII.  Lines end at LF or
+CR LF, which are not part of them; a lone CR stays in its line; a last line
+without a newline is a line; an empty file has none.  Only the line being
+read is kept, in a buffer read by read(2) in blocks of 256 KiB.
+
+EXTERNAL-FORMAT must be :UTF-8 (an ERROR otherwise).  Bytes that are not
+UTF-8 (as UTF8-DECODE) signal INVALID-UTF8 whose OFFSET is the byte offset
+in the file, with the restart USE-REPLACEMENT-CHARACTER.  A file that
+cannot be opened or read, or a directory, signals BINSTORE-FILE-ERROR."
+  (check-text-external-format external-format)
+  (call-with-file-lines function path base-string-if-ascii)
+  nil)
+
+(defun read-lines (path &key (external-format :utf-8) base-string-if-ascii)
+  "The lines of the UTF-8 text file PATH (a string or pathname), a new
+SIMPLE-VECTOR of new strings, as MAP-LINES passes them: each a
+\(SIMPLE-ARRAY CHARACTER (*)), or a SIMPLE-BASE-STRING when
+BASE-STRING-IF-ASCII is true and the line is ASCII; lines end at LF or
+CR LF, not included; a last line without a newline counts; an empty file
+gives #().  EXTERNAL-FORMAT must be :UTF-8.  Conditions and restarts as
+MAP-LINES: INVALID-UTF8 (offset in the file; USE-REPLACEMENT-CHARACTER),
+BINSTORE-FILE-ERROR."
+  (check-text-external-format external-format)
+  (let ((lines (make-array 1024 :adjustable t :fill-pointer 0)))
+    (call-with-file-lines (lambda (line) (vector-push-extend line lines (length lines)))
+                          path base-string-if-ascii)
+    (coerce lines 'simple-vector)))
