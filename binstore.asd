@@ -192,7 +192,7 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "readme" :depends-on ("package"))
                (:file "sinks" :depends-on ("compare"))
                (:file "compression" :depends-on ("compare" "generator" "places"))
-               (:file "utf8" :depends-on ("package")))
+               (:file "utf8" :depends-on ("package" "places")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))

@@ -78,9 +78,11 @@ MAP-LINES)."
            (origin 0))          ; the offset in the file of BUFFER's first byte
        (declare (type (simple-array (unsigned-byte 8) (*)) buffer)
                 (type index fill line scan origin))
-       (flet ((emit (end)
-                ;; the line from LINE to END (an LF, or the end of the file)
-                (let ((stop (if (and (> end line) (= (aref buffer (1- end)) 13)) (1- end) end)))
+       (flet ((emit (end lf)
+                ;; the line from LINE to END, an LF when LF is true (and
+                ;; then a CR before it is no part of the line), else the
+                ;; end of the file
+                (let ((stop (if (and lf (> end line) (= (aref buffer (1- end)) 13)) (1- end) end)))
                   (funcall function
                            (decode-utf8-octets buffer line stop base-string-if-ascii origin)))))
          (loop
@@ -88,7 +90,7 @@ MAP-LINES)."
                        (newline-end (pointer-address (vector-pointer buffer)) scan fill))))
              (declare (type index lf))
              (if (< lf fill)
-                 (progn (emit lf)
+                 (progn (emit lf t)
                         (setf line (+ lf 1) scan line))
                  ;; no LF in what was read: keep the line, read more after it
                  (let ((partial (- fill line)))
@@ -104,7 +106,7 @@ MAP-LINES)."
                    (let ((n (fill-line-buffer fd buffer fill place)))
                      (declare (type index n))
                      (when (zerop n)
-                       (when (plusp fill) (emit fill))
+                       (when (plusp fill) (emit fill nil))
                        (return))
                      (incf fill n)))))))))))
 
@@ -136,6 +138,6 @@ MAP-LINES: INVALID-UTF8 (offset in the file; USE-REPLACEMENT-CHARACTER),
 BINSTORE-FILE-ERROR."
   (check-text-external-format external-format)
   (let ((lines (make-array 1024 :adjustable t :fill-pointer 0)))
-    (call-with-file-lines (lambda (line) (vector-push-extend line lines (length lines)))
+    (call-with-file-lines (lambda (line) (vector-push-extend line lines))
                           path base-string-if-ascii)
     (coerce lines 'simple-vector)))
