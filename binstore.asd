@@ -207,6 +207,15 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "bench" :depends-on ("datasets" "peers"))
                (:file "fresh-memory" :depends-on ("bench"))))
 
+(defsystem "binstore/bench-utf8"
+  :description "binstore's UTF-8 codec and line reader against SBCL's, babel,
+trivial-utf-8 (when found) and CPython (bench/utf8-python.py): make
+bench-utf8."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore")
+  :pathname "bench"
+  :components ((:file "utf8")))
+
 (defsystem "binstore/bench-compression"
   :description "binstore's zstd and LZ4 against its plain output piped through
 the zstd and lz4 tools, on some of the standard data sets."

@@ -370,11 +370,24 @@ bytes of a sequence, a newline."
         (loop for end from 0 below (length bytes)
               do (is (= end (binstore::newline-end address 0 end)))
                  (is (= (min end 26) (binstore::ascii-end address 0 end))))
-        (is (= (1- (length bytes)) (binstore::newline-end address 0 (length bytes))))
+        ;; the LF, and whether what comes before it is ASCII
+        (is (equal (list (1- (length bytes)) nil)
+                   (multiple-value-list (binstore::newline-end address 0 (length bytes)))))
+        (is (equal '(26 t) (multiple-value-list (binstore::newline-end address 0 26))))
+        (is (equal '(27 nil) (multiple-value-list (binstore::newline-end address 0 27))))
         ;; 26 ASCII, three characters in 9 bytes, a newline
         (is (equal '(30 nil) (multiple-value-list
                               (binstore::scan-utf8 address 0 (length bytes)))))
-        (is (equal '(26 t) (multiple-value-list (binstore::scan-utf8 address 0 26))))))))
+        (is (equal '(26 t) (multiple-value-list (binstore::scan-utf8 address 0 26)))))))
+  ;; whether what comes before the LF is ASCII, whatever follows it
+  (dolist (case '(("abc~%é" 3 t) ("abcdefghij~%é" 10 t) ("aé~%" 3 nil) ("abcdefgé" 9 nil)
+                  ("abcdefghijklmnop~%" 16 t) ("~%é" 0 t) ("abcdefgé~%" 9 nil)))
+    (let ((bytes (octets (format nil (first case)))))
+      (sb-sys:with-pinned-objects (bytes)
+        (is (equal (rest case)
+                   (multiple-value-list
+                    (binstore::newline-end (sb-sys:sap-int (sb-sys:vector-sap bytes))
+                                           0 (length bytes)))))))))
 
 ;;; Text files.
 

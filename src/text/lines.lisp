@@ -21,28 +21,40 @@ read(2) calls that fill it (a line longer than it doubles it).")
 
 (defun newline-end (address pos end)
   "The offset of the first LF (byte 10) from POS below END at ADDRESS (an
-integer, the address of pinned memory), or END.  A word at a time: the
-word XOR ten times #x01 has a zero byte where the word has an LF, and
-\(x - #x01..01) AND NOT x AND #x80..80 marks the lowest zero byte exactly."
+integer, the address of pinned memory), or END; and true when every byte
+before it from POS is ASCII.  A word at a time: the word XOR ten times #x01
+has a zero byte where the word has an LF, and (x - #x01..01) AND NOT x AND
+#x80..80 marks the lowest zero byte exactly; the words' high bits are
+gathered on the way."
   (declare (type word address) (type index pos end) (optimize speed))
   (unless (<= pos end) (kernel-bounds-error 'newline-end pos end))
   (let ((sap (address-pointer address))
+        (high 0)
         (i pos))
-    (declare (type index i))
+    (declare (type index i) (type word high))
     (locally (declare (optimize (safety 0)))
       (loop while (<= (+ i 8) end)
-            do (let* ((x (logxor (mem-u64 sap i) #x0A0A0A0A0A0A0A0A))
+            do (let* ((w (mem-u64 sap i))
+                      (x (logxor w #x0A0A0A0A0A0A0A0A))
                       (zeros (logand (logand (- x #x0101010101010101) #xFFFFFFFFFFFFFFFF)
                                      (lognot x) +high-bits+)))
-                 (declare (type word x zeros))
+                 (declare (type word w x zeros))
                  (unless (zerop zeros)
-                   ;; the lowest marked byte: its bit 7 is the lowest bit set
-                   (return-from newline-end
-                     (+ i (ash (integer-length (logand zeros (- zeros))) -3) -1)))
+                   ;; the lowest marked byte, K bytes in: its bit 7 is the
+                   ;; lowest bit set
+                   (let ((k (ash (integer-length (logand zeros (- zeros))) -3)))
+                     (declare (type (integer 1 8) k))
+                     (return-from newline-end
+                       (values (+ i k -1)
+                               (ascii-word-p (logior high (ldb (byte (* 8 (- k 1)) 0) w)))))))
+                 (setf high (logior high w))
                  (incf i 8)))
-      (loop while (and (< i end) (/= (mem-u8 sap i) 10))
-            do (incf i)))
-    i))
+      (loop while (< i end)
+            do (let ((b (mem-u8 sap i)))
+                 (when (= b 10) (return))
+                 (setf high (logior high b))
+                 (incf i))))
+    (values i (ascii-word-p high))))
 
 (defun check-text-external-format (external-format)
   "Signal an ERROR unless EXTERNAL-FORMAT names UTF-8, the one the line
@@ -75,7 +87,8 @@ MAP-LINES)."
            (fill 0)             ; the bytes of BUFFER read
            (line 0)             ; where the current line starts in BUFFER
            (scan 0)             ; where the search for its end resumes
-           (origin 0))          ; the offset in the file of BUFFER's first byte
+           (origin 0)           ; the offset in the file of BUFFER's first byte
+           (ascii nil))         ; true when the line was found ASCII
        (declare (type (simple-array (unsigned-byte 8) (*)) buffer)
                 (type index fill line scan origin))
        (flet ((emit (end lf)
@@ -84,11 +97,15 @@ MAP-LINES)."
                 ;; end of the file
                 (let ((stop (if (and lf (> end line) (= (aref buffer (1- end)) 13)) (1- end) end)))
                   (funcall function
-                           (decode-utf8-octets buffer line stop base-string-if-ascii origin)))))
+                           (decode-utf8-octets buffer line stop base-string-if-ascii origin
+                                               ascii)))))
          (loop
-           (let ((lf (with-pinned-objects (buffer)
-                       (newline-end (pointer-address (vector-pointer buffer)) scan fill))))
+           (multiple-value-bind (lf ascii-before)
+               (with-pinned-objects (buffer)
+                 (newline-end (pointer-address (vector-pointer buffer)) scan fill))
              (declare (type index lf))
+             ;; what NEWLINE-END saw is the whole line when it began there
+             (setf ascii (and ascii-before (= scan line)))
              (if (< lf fill)
                  (progn (emit lf t)
                         (setf line (+ lf 1) scan line))

@@ -22,14 +22,16 @@
 (defconstant +replacement-character-code+ #xFFFD
   "U+FFFD REPLACEMENT CHARACTER, what USE-REPLACEMENT-CHARACTER puts.")
 
+(declaim (inline resolve-bounds))
 (defun resolve-bounds (sequence start end)
   "The end of the bounds START and END (NIL: the length) of SEQUENCE, after
 checking that 0 <= START <= END <= its length; a TYPE-ERROR otherwise."
+  (declare (type vector sequence))
   (let* ((length (length sequence))
          (end (or end length)))
-    (unless (typep end `(integer 0 ,length))
+    (unless (and (typep end 'index) (<= end length))
       (error 'type-error :datum end :expected-type `(integer 0 ,length)))
-    (unless (typep start `(integer 0 ,end))
+    (unless (and (typep start 'index) (<= start end))
       (error 'type-error :datum start :expected-type `(integer 0 ,end)))
     end))
 
@@ -110,15 +112,15 @@ FINAL, when it is ill-formed too.  Returns the next index and offset."
 
 ;;; Decoding ------------------------------------------------------------------
 
-(defun decode-utf8-quickly (octets start end base-string-if-ascii)
+(defun decode-utf8-quickly (octets start end base-string-if-ascii ascii)
   "The string OCTETS hold from START below END, when they are valid UTF-8
 (a base string when they are ASCII and BASE-STRING-IF-ASCII); otherwise
-NIL."
+NIL.  ASCII true says the caller has seen that they are all ASCII."
   (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end)
            (optimize speed))
   (with-pinned-objects (octets)
     (let* ((address (pointer-address (vector-pointer octets)))
-           (ascii-end (ascii-end address start end)))
+           (ascii-end (if ascii end (ascii-end address start end))))
       (declare (type index ascii-end))
       (multiple-value-bind (count ascii)
           (if (= ascii-end end)
@@ -128,19 +130,23 @@ NIL."
         (declare (type index count))
         (if (and ascii base-string-if-ascii)
             (let ((string (make-string count :element-type 'base-char)))
+              (prefault-vector string count)
               (with-pinned-objects (string)
                 (copy-memory (pointer+ (vector-pointer octets) start) (vector-pointer string)
                              count))
               string)
             (let ((string (make-string count)))
+              (prefault-vector string (* 4 count))
               (multiple-value-bind (i pos) (decode-utf8-window string 0 count address start end)
+                (declare (type index i pos))
                 (and (= i count) (= pos end) string))))))))
 
-(defun decode-utf8-octets (octets start end base-string-if-ascii origin)
+(defun decode-utf8-octets (octets start end base-string-if-ascii origin &optional ascii)
   "The string the simple octet vector OCTETS holds from START below END;
-the offsets of INVALID-UTF8 are ORIGIN + the index in OCTETS."
+the offsets of INVALID-UTF8 are ORIGIN + the index in OCTETS.  ASCII true
+says the caller has seen that the octets are all ASCII."
   (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
-  (or (decode-utf8-quickly octets start end base-string-if-ascii)
+  (or (decode-utf8-quickly octets start end base-string-if-ascii ascii)
       ;; not valid UTF-8: at most a character per byte, one U+FFFD for each
       ;; ill-formed part, which signals first
       (let ((string (make-string (- end start))))
@@ -221,10 +227,12 @@ outside STRING signal a TYPE-ERROR."
       (if (typep data '(simple-array character (*)))
           (let ((octets (make-array (utf8-chars-length data from to)
                                     :element-type '(unsigned-byte 8))))
+            (prefault-vector octets (length octets))
             (with-pinned-objects (octets)
               (put-utf8-chars (vector-pointer octets) 0 data from to))
             octets)
           (let ((octets (make-array (- to from) :element-type '(unsigned-byte 8))))
+            (prefault-vector octets (length octets))
             (if (typep data 'simple-base-string)
                 (with-pinned-objects (data octets)
                   (copy-memory (pointer+ (vector-pointer data) from) (vector-pointer octets)
