@@ -356,7 +356,12 @@ OCTET-END, and returns where it stopped in both."
     (signals error (binstore::utf8-chars-length string 3 2))
     (let ((out (make-array 64 :element-type '(unsigned-byte 8))))
       (sb-sys:with-pinned-objects (out)
-        (signals error (binstore::put-utf8-chars (sb-sys:vector-sap out) 0 string 0 5))))))
+        (signals error (binstore::put-utf8-chars (sb-sys:vector-sap out) 0 string 0 5))
+        (signals error (binstore::put-utf8-chars (sb-sys:vector-sap out) 0 (make-string 10) 0 11))
+        (signals error (binstore::put-utf8-words (sb-sys:sap-int (sb-sys:vector-sap out)) 0
+                                                 (make-string 10) 3 11))
+        (signals error (binstore::put-utf8-words (sb-sys:sap-int (sb-sys:vector-sap out)) 0
+                                                 (make-string 10) 5 4))))))
 
 (test kernels-stop-at-end
   "Bytes past END are never taken, on any path: a word of ASCII, the last

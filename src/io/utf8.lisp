@@ -202,43 +202,62 @@ bytes a step, each word widened into eight characters by four stores."
   "In a word holding two characters of a character string, the bits that
 are zero when both are ASCII.")
 
-(declaim (inline put-utf8-chars))   ; not to box SAP (see PUT-VARINT)
-(defun put-utf8-chars (sap p string start end)
+(declaim (inline put-utf8-words))
+(defun put-utf8-words (address p string start end)
   "Store the UTF-8 encoding of the characters of the character STRING from
-START to END at SAP+P; return the offset after them.  The caller has made
-room for them: 4 bytes per character, or their UTF8-CHARS-LENGTH.  Eight
-ASCII characters are narrowed into one word a step."
+START to END at ADDRESS+P (ADDRESS an integer: memory the caller has pinned
+and made room in, 4 bytes per character or their UTF8-CHARS-LENGTH); return
+the offset after them.  Eight ASCII characters are narrowed into one word a
+step; the others are encoded one by one."
   (declare (type (simple-array character (*)) string) (type index p start end)
-           (optimize speed))
+           (type word address) (optimize speed))
   (unless (<= start end (length string))
-    (kernel-bounds-error 'put-utf8-chars start end (length string)))
+    (kernel-bounds-error 'put-utf8-words start end (length string)))
   (with-pinned-objects (string)
-    (let ((in (vector-pointer string))
+    (let ((sap (address-pointer address))
+          (in (vector-pointer string))
           (k start))
       (declare (type index k))
       (locally (declare (optimize (safety 0)))
         (loop while (< k end)
-              do (if (<= (+ k 8) end)
-                     (let* ((o (* 4 k))
-                            (a (mem-u64 in o)) (b (mem-u64 in (+ o 8)))
-                            (c (mem-u64 in (+ o 16))) (d (mem-u64 in (+ o 24))))
-                       (declare (type word a b c d))
-                       (cond ((zerop (logand (logior a b c d) +narrow-mask+))
-                              (flet ((pair (x) ; two ASCII characters, two bytes
-                                       (logior (ldb (byte 8 0) x) (ash (ldb (byte 8 32) x) 8))))
-                                (declare (inline pair))
-                                (setf (mem-u64 sap p)
-                                      (logior (pair a) (ash (pair b) 16)
-                                              (ash (pair c) 32) (ash (pair d) 48))))
-                              (setf p (+ p 8) k (+ k 8)))
-                             (t ; not all ASCII: these eight one by one
-                              (loop repeat 8
-                                    do (setf p (put-utf8-char sap p (char-code (schar string k)))
-                                             k (+ k 1))))))
-                     (progn
-                       (setf p (put-utf8-char sap p (char-code (schar string k))))
-                       (setf k (+ k 1)))))))
+              do (let ((o (* 4 k)))
+                   (if (and (<= (+ k 8) end)
+                            (zerop (logand (logior (mem-u64 in o) (mem-u64 in (+ o 8))
+                                                   (mem-u64 in (+ o 16)) (mem-u64 in (+ o 24)))
+                                           +narrow-mask+)))
+                       (flet ((pair (x) ; two ASCII characters, two bytes
+                                (declare (type word x))
+                                (logior (ldb (byte 8 0) x) (ash (ldb (byte 8 32) x) 8))))
+                         (declare (inline pair))
+                         (setf (mem-u64 sap p)
+                               (logior (pair (mem-u64 in o)) (ash (pair (mem-u64 in (+ o 8))) 16)
+                                       (ash (pair (mem-u64 in (+ o 16))) 32)
+                                       (ash (pair (mem-u64 in (+ o 24))) 48)))
+                         (setf p (+ p 8) k (+ k 8)))
+                       ;; not eight ASCII characters: up to eight one by one
+                       (let ((stop (min end (+ k 8))))
+                         (loop while (< k stop)
+                               do (setf p (put-utf8-char sap p (char-code (schar string k)))
+                                        k (+ k 1)))))))))
     p))
+
+(declaim (inline put-utf8-chars))   ; not to box SAP (see PUT-VARINT)
+(defun put-utf8-chars (sap p string start end)
+  "Store the UTF-8 encoding of the characters of the character STRING from
+START to END at SAP+P; return the offset after them.  The caller has made
+room for them: 4 bytes per character, or their UTF8-CHARS-LENGTH.  Fewer
+than eight characters one by one, here; more by PUT-UTF8-WORDS (most
+strings stored are short, and the word loop inline would cost them a
+tenth)."
+  (declare (type (simple-array character (*)) string) (type index p start end))
+  (if (< (- end start) 8)
+      (progn
+        (loop for k of-type index from start below end
+              do (setf p (put-utf8-char sap p (char-code (schar string k)))))
+        p)
+      (put-utf8-words (pointer-address sap) p string start end)))
+
+(declaim (notinline put-utf8-words))
 
 (defun utf8-chars-length (string start end)
   "The bytes of the UTF-8 encoding of the characters of the character STRING
