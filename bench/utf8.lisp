@@ -81,7 +81,7 @@ and process id, a level and a message of random words."
               (aref #("sshd" "nginx" "postgres" "kernel" "cron" "app") (random 6 state))
               (random 65536 state)
               (aref #("INFO" "WARN" "DEBUG" "ERROR") (random 4 state)))
-      (loop with target = (+ 130 (random 270 state))
+      (loop with target = (+ 150 (random 290 state))
             for length from 0 by 8 below target
             do (write-char #\Space out)
                (write-string (aref *log-words* (random (length *log-words*) state)) out))
@@ -155,12 +155,21 @@ mixed-script words."
 
 ;;; Measuring ------------------------------------------------------------------
 
+(defparameter *into-decode* "binstore, into a reused string"
+  "The row of UTF8-DECODE-INTO into a string made once: the codec on memory
+in use, as CPython's allocator gives back between its runs, where a fresh
+result after a full GC lies on unmapped pages.")
+
+(defparameter *into-encode* "binstore, into a reused vector"
+  "The row of UTF8-ENCODE-INTO into an octet vector made once (see
++INTO-DECODE+).")
+
 (defvar *rows* '() "The rows measured, newest first: (group who MB/s seconds note).")
 
 (defun record (group who bytes seconds &optional note)
   (let ((mbs (/ bytes seconds 1d6)))
     (push (list group who mbs seconds note) *rows*)
-    (format t "~&  ~30a ~28a ~10,1f MB/s ~10,2f ms~@[  ~a~]~%" group who mbs (* 1000 seconds) note)
+    (format t "~&  ~25a ~36a ~9,1f MB/s ~9,2f ms~@[  ~a~]~%" group who mbs (* 1000 seconds) note)
     (force-output)))
 
 (defun measure (group who bytes function &key check)
@@ -242,6 +251,10 @@ list of (name seconds), or NIL when python3 is missing or fails."
                                   :check (lambda (s) (and (typep s 'simple-base-string) (same s)))))
                        (measure group "binstore" bytes (lambda () (binstore:utf8-decode octets))
                                 :check #'same)
+                       (let ((into (make-string (length string) :initial-element #\Space)))
+                         (measure group *into-decode* bytes
+                                  (lambda () (binstore:utf8-decode-into octets into) into)
+                                  :check #'same))
                        (measure group "sb-ext:octets-to-string" bytes
                                 (lambda () (sb-ext:octets-to-string octets :external-format :utf-8))
                                 :check #'same)
@@ -264,6 +277,11 @@ list of (name seconds), or NIL when python3 is missing or fails."
                                   (lambda () (binstore:utf8-encode log-base)) :check #'same))
                        (measure group "binstore" bytes (lambda () (binstore:utf8-encode string))
                                 :check #'same)
+                       (let ((into (make-array bytes :element-type '(unsigned-byte 8)
+                                                     :initial-element 0)))
+                         (measure group *into-encode* bytes
+                                  (lambda () (binstore:utf8-encode-into string into) into)
+                                  :check #'same))
                        (measure group "sb-ext:string-to-octets" bytes
                                 (lambda () (sb-ext:string-to-octets string :external-format :utf-8))
                                 :check #'same)
@@ -356,32 +374,38 @@ list of (name seconds), or NIL when python3 is missing or fails."
     (and a b (/ (third a) (third b)))))
 
 (defun targets ()
-  "Each target: its text, the ratio measured, the ratio needed."
+  "Each target: its text, the ratio measured, the ratio needed, and the
+ratio of the reused-buffer row where there is one."
   (flet ((vs-python (group who) (speed-ratio group who group "CPython")))
     (list (list "decode ASCII to a base string >= 0.5x CPython"
-                (vs-python "decode ASCII log" "binstore -> base string") 0.5)
-          (list "decode ASCII to a character string >= 1 GB/s"
-                (let ((r (row "decode ASCII log" "binstore"))) (and r (/ (third r) 1000))) 1)
-          (list "decode mixed script >= CPython" (vs-python "decode mixed script" "binstore") 1)
+                (vs-python "decode ASCII log" "binstore -> base string") 0.5 nil)
+          (list "decode ASCII to a character string >= 1 GB/s (in GB/s)"
+                (let ((r (row "decode ASCII log" "binstore"))) (and r (/ (third r) 1000))) 1
+                (let ((r (row "decode ASCII log" *into-decode*))) (and r (/ (third r) 1000))))
+          (list "decode mixed script >= CPython" (vs-python "decode mixed script" "binstore") 1
+                (vs-python "decode mixed script" *into-decode*))
           (list "encode ASCII (from a base string) >= CPython"
-                (vs-python "encode ASCII log" "binstore <- base string") 1)
+                (vs-python "encode ASCII log" "binstore <- base string") 1 nil)
           (list "encode ASCII (from a character string) >= CPython"
-                (vs-python "encode ASCII log" "binstore") 1)
-          (list "encode mixed script >= CPython" (vs-python "encode mixed script" "binstore") 1)
-          (list "read-lines of the log faster than Python's for-line loop"
-                (let ((r (row "lines of the 26 MB log" "read-lines, base strings"))
-                      (p (row "lines of the 26 MB log" "CPython")))
-                  (and r p (/ (fourth p) (fourth r))))
-                1)
+                (vs-python "encode ASCII log" "binstore") 1
+                (vs-python "encode ASCII log" *into-encode*))
+          (list "encode mixed script >= CPython" (vs-python "encode mixed script" "binstore") 1
+                (vs-python "encode mixed script" *into-encode*))
+          (list "read-lines (base strings) faster than Python's for-line loop"
+                (vs-python "lines of the 26 MB log" "read-lines, base strings") 1 nil)
           (list "read-lines (character strings) faster than Python's for-line loop"
-                (let ((r (row "lines of the 26 MB log" "read-lines"))
-                      (p (row "lines of the 26 MB log" "CPython")))
-                  (and r p (/ (fourth p) (fourth r))))
-                1)
+                (vs-python "lines of the 26 MB log" "read-lines") 1 nil)
+          (list "map-lines (nothing kept) faster than Python's for-line loop"
+                (vs-python "lines of the 26 MB log" "map-lines (none kept)") 1 nil)
           (list "short strings: decode >= 3x babel"
-                (speed-ratio "decode 1M short strings" "binstore" "decode 1M short strings" "babel") 3)
+                (speed-ratio "decode 1M short strings" "binstore" "decode 1M short strings" "babel")
+                3 nil)
           (list "short strings: encode >= 3x babel"
-                (speed-ratio "encode 1M short strings" "binstore" "encode 1M short strings" "babel") 3))))
+                (speed-ratio "encode 1M short strings" "binstore" "encode 1M short strings" "babel")
+                3 nil))))
+
+(defun verdict (measured needed)
+  (cond ((null measured) "-") ((>= measured needed) "met") (t "**not met**")))
 
 (defun write-report (babel tutf8)
   (let ((pathname (asdf:system-relative-pathname "binstore" "bench/results/utf8.md"))
@@ -391,26 +415,34 @@ list of (name seconds), or NIL when python3 is missing or fails."
       (format out "# binstore UTF-8 benchmark (make bench-utf8)~%~%~
                    SBCL ~a, Python 3 as found on the path; babel ~:[missing~;loaded~], ~
                    trivial-utf-8 ~:[missing~;loaded~].  Cold figures: one call after a full GC ~
-                   (gc.collect() for Python), the minimum of ~d runs.  MB/s are of UTF-8 bytes ~
-                   (10^6 bytes).  **Noisy**: a shared machine with two cores; read the ratios, ~
-                   all from this one run.~%~%"
-              (lisp-implementation-version) babel tutf8 *runs*)
-      (format out "## Targets~%~%| target | measured | needed | |~%| --- | --- | --- | --- |~%")
-      (loop for (text measured needed) in (targets)
-            do (format out "| ~a | ~:[not measured~;~:*~,2fx~] | ~,2fx | ~a |~%"
-                       text measured needed
-                       (cond ((null measured) "-") ((>= measured needed) "met") (t "**not met**"))))
-      (format out "~%(The GB/s target's \"measured\" is in GB/s; the read-lines ones are Python's ~
-                   time over binstore's.)~%~%## Figures~%~%| what | who | MB/s | ms | x CPython |~%~
+                   (gc.collect() for Python), on the monotonic clock, the minimum of ~d runs.  ~
+                   MB/s are of UTF-8 bytes (10^6 bytes).  **Noisy**: a shared machine with two ~
+                   cores and other jobs running; read the ratios, all from this one run.~%~%~
+                   A result made after a full GC lies on pages SBCL's collector gave back to ~
+                   the system, and mapping them again costs more than decoding into them; ~
+                   CPython's allocator hands back the memory its previous run freed (up to ~
+                   32 MB a block).  The rows \"~a\" and \"~a\" measure binstore's codec on ~
+                   memory in use, the fairer comparison with CPython's figures for the kernels; ~
+                   the targets are judged on the cold rows, as the issue asks.~%~%"
+              (lisp-implementation-version) babel tutf8 *runs* *into-decode* *into-encode*)
+      (format out "## Targets~%~%Ratios are MB/s over MB/s (for the line readers the same as ~
+                   Python's time over binstore's).~%~%~
+                   | target | measured | needed | | into a reused buffer | |~%~
+                   | --- | --- | --- | --- | --- | --- |~%")
+      (loop for (text measured needed into) in (targets)
+            do (format out "| ~a | ~:[-~;~:*~,2f~] | ~,2f | ~a | ~:[-~;~:*~,2f~] | ~a |~%"
+                       text measured needed (verdict measured needed)
+                       into (if into (verdict into needed) "")))
+      (format out "~%## Figures~%~%| what | who | MB/s | ms | x CPython |~%~
                    | --- | --- | --- | --- | --- |~%")
       (loop for (group who mbs seconds note) in rows
             for python = (row group "CPython")
             do (format out "| ~a | ~a~@[ (~a)~] | ~,1f | ~,2f | ~:[-~;~:*~,2f~] |~%"
                        group who note mbs (* 1000 seconds)
                        (and python (/ mbs (third python))))))
-    (format t "~&~%Targets:~%")
-    (loop for (text measured needed) in (targets)
-          do (format t "  ~65a ~:[not measured~;~:*~6,2fx~] (needed ~,2fx) ~a~%"
-                     text measured needed
-                     (cond ((null measured) "") ((>= measured needed) "met") (t "NOT MET"))))
+    (format t "~&~%Targets (measured, needed, into a reused buffer):~%")
+    (loop for (text measured needed into) in (targets)
+          do (format t "  ~62a ~:[  -  ~;~:*~6,2f~] ~5,2f ~12a ~:[~;~:*~6,2f ~a~]~%"
+                     text measured needed (verdict measured needed) into
+                     (if into (verdict into needed) "")))
     (format t "~&Wrote ~a~%" pathname)))
