@@ -7,7 +7,8 @@
 ;;;; (src/text/utf8-codec.lisp): an ASCII line is a memory copy into a base
 ;;;; string, or a word-at-a-time widening into a character string.  A line
 ;;;; that does not end in the buffer is moved to its front and the rest read
-;;;; after it; a line longer than the buffer doubles it.
+;;;; after it; a line longer than the buffer doubles it.  As they are made,
+;;;; the lines get a runway (src/io/runway.lisp), as a restore's objects do.
 ;;;;
 ;;;; Lines end at LF or CR LF (neither is part of the line); a lone CR is a
 ;;;; character of its line; a last line without a newline is a line; an
@@ -82,20 +83,32 @@ MAP-LINES)."
   (call-with-file-input
    place
    (lambda (fd size)
-     (declare (ignore size))
      (let ((buffer (make-array +line-block-bytes+ :element-type '(unsigned-byte 8)))
+           ;; pages mapped ahead of where the lines are made (see
+           ;; src/io/runway.lisp): after a full GC the heap's free pages
+           ;; are unmapped, and faulting them in one at a time costs about
+           ;; what the decoding does
+           (runway (make-runway))
+           (made 0)             ; bytes of lines made since the last look
+           (per-byte (if base-string-if-ascii 1 4))
            (fill 0)             ; the bytes of BUFFER read
            (line 0)             ; where the current line starts in BUFFER
            (scan 0)             ; where the search for its end resumes
            (origin 0)           ; the offset in the file of BUFFER's first byte
            (ascii nil))         ; true when the line was found ASCII
        (declare (type (simple-array (unsigned-byte 8) (*)) buffer)
-                (type index fill line scan origin))
+                (type index fill line scan origin made size))
        (flet ((emit (end lf)
                 ;; the line from LINE to END, an LF when LF is true (and
                 ;; then a CR before it is no part of the line), else the
                 ;; end of the file
                 (let ((stop (if (and lf (> end line) (= (aref buffer (1- end)) 13)) (1- end) end)))
+                  (when (>= made +look-bytes+)
+                    (setf made 0)
+                    (look-at-runway runway nil
+                                    (* per-byte (max 0 (- size (+ origin end))))
+                                    (* per-byte (- stop line))))
+                  (incf made (+ 16 (* per-byte (- stop line))))
                   (funcall function
                            (decode-utf8-octets buffer line stop base-string-if-ascii origin
                                                ascii)))))
