@@ -149,7 +149,7 @@ says the caller has seen that the octets are all ASCII."
   (or (decode-utf8-quickly octets start end base-string-if-ascii ascii)
       ;; not valid UTF-8: at most a character per byte, one U+FFFD for each
       ;; ill-formed part, which signals first
-      (let ((string (make-string (- end start))))
+      (let ((string (make-string (the index (- end start)))))
         (let ((i (decode-utf8-replacing octets start end string 0 (- end start) origin t)))
           (if (= i (length string)) string (subseq string 0 i))))))
 
@@ -225,13 +225,13 @@ outside STRING signal a TYPE-ERROR."
   (let ((end (resolve-bounds string start end)))
     (with-array-data ((data string) (from start) (to end))
       (if (typep data '(simple-array character (*)))
-          (let ((octets (make-array (utf8-chars-length data from to)
+          (let ((octets (make-array (the index (utf8-chars-length data from to))
                                     :element-type '(unsigned-byte 8))))
             (prefault-vector octets (length octets))
             (with-pinned-objects (octets)
               (put-utf8-chars (vector-pointer octets) 0 data from to))
             octets)
-          (let ((octets (make-array (- to from) :element-type '(unsigned-byte 8))))
+          (let ((octets (make-array (the index (- to from)) :element-type '(unsigned-byte 8))))
             (prefault-vector octets (length octets))
             (if (typep data 'simple-base-string)
                 (with-pinned-objects (data octets)
