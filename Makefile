@@ -10,6 +10,8 @@
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
 #   make bench-memory         restores of the array sets against fresh memory
 #   make bench-messages       small messages with and without a dictionary
+#   make bench-utf8           the UTF-8 codec and READ-LINES against SBCL's,
+#                             babel, trivial-utf-8 and CPython (RUNS=n)
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
 #   make readme-results       put the last make bench's table in README.md
@@ -44,7 +46,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-compression readme-results fuzz deps bench-deps clean
+.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -109,6 +111,15 @@ bench-messages: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore")' \
 	  --load bench/messages.lisp --eval '(binstore-messages:main "$(PEERS_DIR)")' \
 	  | tee bench/results/messages.md
+
+# babel and trivial-utf-8 are installed when missing, and left out of the
+# figures when they cannot be (the benchmark says so).
+bench-utf8: deps
+	@./tools/ensure-packages cl-babel:/usr/share/common-lisp/source/babel \
+	  cl-trivial-utf-8:/usr/share/common-lisp/source/trivial-utf-8 \
+	  || echo "bench-utf8: babel or trivial-utf-8 missing; measuring without them"
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore/bench-utf8")' \
+	  --eval '(binstore-bench-utf8:main :runs "$(RUNS)")'
 
 bench-compression: deps
 	$(SBCL_RUN) --load tools/load.lisp \

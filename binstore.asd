@@ -13,6 +13,9 @@
 ;;;;              between calls, the staging vector, prefaulting, the heap's
 ;;;;              runway, UTF-8 windows, output and input buffers, the
 ;;;;              decoders of fixed-size payloads, files
+;;;;   text       (base platform format io) the exported UTF-8 codec
+;;;;              (UTF8-DECODE, UTF8-ENCODE ...) on io's UTF-8 kernels, and
+;;;;              the line readers of text files (READ-LINES, MAP-LINES)
 ;;;;   state      (... io) the output region, the identity table, the store
 ;;;;              and restore states; protocol.lisp, which declares the
 ;;;;              engine's entry points; reading.lisp, READ-OBJECT, the
@@ -101,6 +104,12 @@ for other systems' files."
                  (:file "sources" :depends-on ("input" "staging"))
                  (:file "payloads" :depends-on ("input"))
                  (:file "files")))
+   ;; the exported UTF-8 codec and the line readers
+   (:module "text"
+    :pathname "src/text"
+    :depends-on ("base" "platform" "format" "io")
+    :components ((:file "utf8-codec")
+                 (:file "lines" :depends-on ("utf8-codec"))))
    (:module "state"
     :pathname "src/core"
     :depends-on ("base" "platform" "format" "io")
@@ -201,7 +210,8 @@ build/binstore, with binstore/compression when that loads."
                (:file "sinks" :depends-on ("compare"))
                (:file "extensions" :depends-on ("compare"))
                (:file "compression" :depends-on ("compare" "generator" "places"))
-               (:file "cli" :depends-on ("package" "places" "grammar")))
+               (:file "cli" :depends-on ("package" "places" "grammar"))
+               (:file "utf8" :depends-on ("package" "places")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
@@ -215,6 +225,15 @@ build/binstore, with binstore/compression when that loads."
                (:file "peers" :depends-on ("datasets"))
                (:file "bench" :depends-on ("datasets" "peers"))
                (:file "fresh-memory" :depends-on ("bench"))))
+
+(defsystem "binstore/bench-utf8"
+  :description "binstore's UTF-8 codec and line reader against SBCL's, babel,
+trivial-utf-8 (when found) and CPython (bench/utf8-python.py): make
+bench-utf8."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore")
+  :pathname "bench"
+  :components ((:file "utf8")))
 
 (defsystem "binstore/bench-compression"
   :description "binstore's zstd and LZ4 against its plain output piped through

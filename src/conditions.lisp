@@ -21,6 +21,8 @@
 ;;;;       dictionary-mismatch      stored with another dictionary, or with one not given
 ;;;;     limit-exceeded             superclass of the two *-limit-exceeded
 ;;;;     binstore-file-error        also a FILE-ERROR: a file could not be used
+;;;;     invalid-utf8               bytes that are not UTF-8 (UTF8-DECODE, READ-LINES);
+;;;;                                restart: use-replacement-character
 ;;;;     compression-unavailable    compressed data, or :compression, without
 ;;;;                                binstore/compression loaded
 
@@ -218,6 +220,25 @@ none.  FINGERPRINT is the record's.")
              (format s "binstore: ~a~@[ (at byte ~d)~]"
                      (binstore-error-message c) (restore-error-offset c)))))
 
+(define-condition invalid-utf8 (binstore-error)
+  ((offset :initarg :offset :reader invalid-utf8-offset)
+   (octets :initarg :octets :initform '() :reader invalid-utf8-octets))
+  (:documentation "Bytes that are not UTF-8, found by UTF8-DECODE,
+UTF8-DECODE-INTO, READ-LINES or MAP-LINES: an overlong form, a sequence cut
+short (by the end of the input or by a byte that is not a continuation
+byte), a byte that cannot start a sequence, or a code point above #x10FFFF.
+\(Surrogate code points in their 3-byte forms are accepted: see
+doc/UTF8.md.)  OFFSET is the index, in the octet vector given (for
+READ-LINES and MAP-LINES: in the file), of the first byte of the ill-formed
+sequence; OCTETS lists the bytes of that sequence that were read, its
+maximal ill-formed part as Unicode defines it (one byte when the first
+cannot start a sequence).  Restart: USE-REPLACEMENT-CHARACTER, which puts
+one U+FFFD for those OCTETS and carries on after them.")
+  (:report (lambda (c s)
+             (format s "binstore: invalid UTF-8 at byte ~d: ~a~@[ (~{#x~2,'0x~^ ~})~]"
+                     (invalid-utf8-offset c) (binstore-error-message c)
+                     (invalid-utf8-octets c)))))
+
 ;;; Compression lives in another system, binstore/compression, so that
 ;;; binstore itself needs no C library; binstore only recognises what it
 ;;; cannot do without it.
@@ -274,6 +295,12 @@ of that codec restores as NIL."
 CODEC-NAME, the name of a registered codec."
   (invoke-restart (find-restart 'use-other-codec condition) codec-name))
 
+(defun use-replacement-character (&optional condition)
+  "Invoke the USE-REPLACEMENT-CHARACTER restart of an INVALID-UTF8
+condition: the ill-formed bytes it names become one U+FFFD (REPLACEMENT
+CHARACTER) and decoding carries on after them."
+  (invoke-restart (find-restart 'use-replacement-character condition)))
+
 (defun use-larger-space (sap size &optional condition)
   "Invoke the USE-LARGER-SPACE restart of an OUT-OF-SPACE condition signalled
 by STORE-TO-SAP: the bytes written so far are copied to SAP, which has SIZE
@@ -300,5 +327,7 @@ bytes, and storing carries on there."
         (missing-class-name "The name of the class that does not exist.")
         (missing-slot-class "The name of the class that lacks the slot.")
         (missing-slot-name "The name of the stored slot the class lacks.")
+        (invalid-utf8-offset "Index of the first byte of the ill-formed UTF-8 sequence.")
+        (invalid-utf8-octets "The bytes of the ill-formed UTF-8 sequence, a list.")
         (compression-unavailable-method "The compression, :zstd or :lz4, that could not be used."))
       do (setf (documentation reader 'function) doc))

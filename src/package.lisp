@@ -112,6 +112,9 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:missing-slot
    #:missing-slot-class
    #:missing-slot-name
+   #:invalid-utf8
+   #:invalid-utf8-offset
+   #:invalid-utf8-octets
    ;; Restarts
    #:create-package
    #:use-other-package
@@ -120,4 +123,13 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:use-other-class
    #:discard-slot
    #:use-other-slot
-   #:use-larger-space))
+   #:use-larger-space
+   #:use-replacement-character
+   ;; UTF-8 and text files
+   #:utf8-decode
+   #:utf8-decode-into
+   #:utf8-encode
+   #:utf8-encode-into
+   #:utf8-length
+   #:read-lines
+   #:map-lines))

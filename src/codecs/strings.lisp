@@ -2,55 +2,15 @@
 ;;;; are their character count followed by UTF-8.  Surrogate code points,
 ;;;; which are characters in SBCL, are encoded like any other 3-byte code
 ;;;; point so that every string round-trips.  Symbol and package names use
-;;;; the same "string payload" (count + UTF-8) without a tag.
+;;;; the same "string payload" (count + UTF-8) without a tag.  The UTF-8
+;;;; kernels, shared with the exported codec, are in src/io/utf8.lisp.
 
 (in-package #:binstore)
 
-(declaim (inline put-utf8-char))
-(defun put-utf8-char (sap p code)
-  "Store the UTF-8 encoding of CODE at SAP+P; return the offset after it."
-  (declare (type index p) (type (integer 0 #x10FFFF) code))
-  (cond ((< code #x80)
-         (setf (mem-u8 sap p) code)
-         (+ p 1))
-        ((< code #x800)
-         (setf (mem-u8 sap p) (logior #xC0 (ash code -6))
-               (mem-u8 sap (+ p 1)) (logior #x80 (logand code #x3F)))
-         (+ p 2))
-        ((< code #x10000)
-         (setf (mem-u8 sap p) (logior #xE0 (ash code -12))
-               (mem-u8 sap (+ p 1)) (logior #x80 (logand (ash code -6) #x3F))
-               (mem-u8 sap (+ p 2)) (logior #x80 (logand code #x3F)))
-         (+ p 3))
-        (t
-         (setf (mem-u8 sap p) (logior #xF0 (ash code -18))
-               (mem-u8 sap (+ p 1)) (logior #x80 (logand (ash code -12) #x3F))
-               (mem-u8 sap (+ p 2)) (logior #x80 (logand (ash code -6) #x3F))
-               (mem-u8 sap (+ p 3)) (logior #x80 (logand code #x3F)))
-         (+ p 4))))
-
-(defun utf8-length (code)
-  "Bytes of the UTF-8 encoding of CODE."
-  (cond ((< code #x80) 1) ((< code #x800) 2) ((< code #x10000) 3) (t 4)))
-
 (defun write-utf8-char (ob code)
   (declare (type (integer 0 #x10FFFF) code))
-  (with-reserved (sap p ob (utf8-length code)) ; RESERVE first: it may move the window
+  (with-reserved (sap p ob (code-utf8-length code)) ; RESERVE first: it may move the window
     (put-utf8-char sap p code)))
-
-(declaim (inline put-utf8-chars))   ; not to box SAP (see PUT-VARINT)
-(defun put-utf8-chars (sap p string start end)
-  "Store the UTF-8 encoding of the characters of STRING from START to END at
-SAP+P; return the offset after them.  The caller has made room for 4 bytes
-per character."
-  (declare (type (simple-array character (*)) string) (type index p start end)
-           (optimize speed))
-  (loop for i of-type index from start below end
-        do (let ((code (char-code (schar string i))))
-             (setf p (if (< code #x80)
-                         (progn (setf (mem-u8 sap p) code) (+ p 1))
-                         (put-utf8-char sap p code)))))
-  p)
 
 (defun write-utf8-chars (ob string start end)
   "Write the characters of STRING from START to END as UTF-8.  A base
@@ -215,21 +175,9 @@ string: only a name that becomes a new symbol is copied."
 
 (defun non-ascii-position (address start end)
   "Index of the first byte from START below END at ADDRESS (an integer, as
-for WRITE-OCTETS-FROM-ADDRESS) that is not ASCII, or NIL.  Eight bytes at a
-time."
-  (declare (type word address) (type index start end) (optimize speed))
-  (let ((sap (address-pointer address))
-        (i start))
-    (declare (type index i))
-    (loop while (<= (+ i 8) end)
-          do (unless (zerop (logand (mem-u64 sap i) #x8080808080808080))
-               (return))
-             (incf i 8))
-    (loop while (< i end)
-          do (when (>= (mem-u8 sap i) #x80)
-               (return-from non-ascii-position i))
-             (incf i))
-    nil))
+for WRITE-OCTETS-FROM-ADDRESS) that is not ASCII, or NIL (see ASCII-END)."
+  (let ((at (ascii-end address start end)))
+    (and (< at end) at)))
 
 ;;; Reading from the window: short strings, for the loops over runs of
 ;;; elements (src/codecs/runs.lisp) and for the readers of one string below.
