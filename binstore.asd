@@ -22,6 +22,11 @@
 ;;;;   engine     (... codecs) the encoder and the decoder: the dispatch on
 ;;;;              type and on tag, the containers, the records
 ;;;;   api        (... engine) store, restore and the rest
+;;;;   store      (base platform format io api) the persistent store: named
+;;;;              roots in a file, changed in transactions; its checksum
+;;;;              (CRC32C), its file's frame, its lock file, the store
+;;;;              object and the transactions.  Built on STORE and RESTORE
+;;;;              and on io's files: a commit is an atomic file replacement
 ;;;;   reference  (base platform format) the reference decoder and EXPLAIN,
 ;;;;              from the grammar
 ;;;; One kind of call goes up: a codec writes and reads the parts of its
@@ -129,6 +134,15 @@ for other systems' files."
     :pathname "src"
     :depends-on ("base" "platform" "format" "io" "state" "engine")
     :components ((:file "api")))
+   ;; the persistent store, on top of the API
+   (:module "store"
+    :pathname "src/store"
+    :depends-on ("base" "platform" "format" "io" "api")
+    :components ((:file "checksum")
+                 (:file "framing" :depends-on ("checksum"))
+                 (:file "locks")
+                 (:file "store" :depends-on ("checksum" "framing" "locks"))
+                 (:file "transactions" :depends-on ("framing" "locks" "store"))))
    ;; the reference decoder and EXPLAIN, built on the grammar alone
    (:module "reference"
     :pathname "src"
