@@ -196,7 +196,10 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "run" :depends-on ("package"))
                (:file "readme" :depends-on ("package"))
                (:file "sinks" :depends-on ("compare"))
-               (:file "compression" :depends-on ("compare" "generator" "places")))
+               (:file "compression" :depends-on ("compare" "generator" "places"))
+               ;; the persistent store; store-faults.lisp forks and kills writers
+               (:file "store-faults" :depends-on ("places" "files"))
+               (:file "store" :depends-on ("compare" "places" "files" "store-faults")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
