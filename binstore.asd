@@ -214,6 +214,15 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "bench" :depends-on ("datasets" "peers"))
                (:file "fresh-memory" :depends-on ("bench"))))
 
+(defsystem "binstore/bench-store"
+  :description "The persistent store against Ruby's PStore (bench/pstore.rb)
+and against the floor of a durable file replacement, on PStore's seed
+workload; read-only transactions and a big commit."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore")
+  :pathname "bench"
+  :components ((:file "store")))
+
 (defsystem "binstore/bench-compression"
   :description "binstore's zstd and LZ4 against its plain output piped through
 the zstd and lz4 tools, on some of the standard data sets."
