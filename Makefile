@@ -14,6 +14,10 @@
 #                             babel, trivial-utf-8 and CPython (RUNS=n)
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
+#   make bench-store          the persistent store against Ruby's PStore and
+#                             the floor of a durable file replacement
+#   make soak                 1,000 store writers killed with SIGKILL
+#                             mid-commit, and 4 processes x 500 increments
 #   make readme-results       put the last make bench's table in README.md
 #   make bench DATASETS="tiny-integers people" MODES="none refs"
 #   make bench PEERS=dir      peers' sources (default ../shared/peers-src when
@@ -46,7 +50,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression readme-results fuzz deps bench-deps clean
+.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -124,6 +128,18 @@ bench-utf8: deps
 bench-compression: deps
 	$(SBCL_RUN) --load tools/load.lisp \
 	  --eval '(binstore-tools:run-compression-bench :datasets "$(DATASETS)")'
+
+# Ruby (for its PStore) is installed when missing.
+bench-store: deps
+	@./tools/ensure-packages ruby:ruby
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore/bench-store")' \
+	  --eval '(binstore-bench-store:main)'
+
+# Exits non-zero when a killed writer lost or mixed a state, or an
+# increment was lost (tests/store-faults.lisp).
+soak: deps
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore/tests")' \
+	  --eval '(uiop:quit (if (uiop:symbol-call :binstore-tests :run-store-soak) 0 1))'
 
 readme-results:
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:update-readme-results)'

@@ -26,6 +26,11 @@
 ;;;;   engine     (... codecs) the encoder and the decoder: the dispatch on
 ;;;;              type and on tag, the containers, the records
 ;;;;   api        (... engine) store, restore and the rest
+;;;;   store      (base platform format io api) the persistent store: named
+;;;;              roots in a file, changed in transactions; its checksum
+;;;;              (CRC32C), its file's frame, its lock file, the store
+;;;;              object and the transactions.  Built on STORE and RESTORE
+;;;;              and on io's files: a commit is an atomic file replacement
 ;;;;   reference  (base platform format) the reference decoder, EXPLAIN and
 ;;;;              FILE-STATISTICS, from the grammar
 ;;;; One kind of call goes up: a codec writes and reads the parts of its
@@ -144,6 +149,15 @@ for other systems' files."
     :depends-on ("base" "platform" "format" "io" "state" "engine")
     :components ((:file "progress")
                  (:file "api" :depends-on ("progress"))))
+   ;; the persistent store, on top of the API
+   (:module "store"
+    :pathname "src/store"
+    :depends-on ("base" "platform" "format" "io" "api")
+    :components ((:file "checksum")
+                 (:file "framing" :depends-on ("checksum"))
+                 (:file "locks")
+                 (:file "store" :depends-on ("checksum" "framing" "locks"))
+                 (:file "transactions" :depends-on ("framing" "locks" "store"))))
    ;; the reference decoder, EXPLAIN and FILE-STATISTICS, built on the
    ;; grammar alone
    (:module "reference"
@@ -211,7 +225,10 @@ build/binstore, with binstore/compression when that loads."
                (:file "extensions" :depends-on ("compare"))
                (:file "compression" :depends-on ("compare" "generator" "places"))
                (:file "cli" :depends-on ("package" "places" "grammar"))
-               (:file "utf8" :depends-on ("package" "places")))
+               (:file "utf8" :depends-on ("package" "places"))
+               ;; the persistent store; store-faults.lisp forks and kills writers
+               (:file "store-faults" :depends-on ("places" "files"))
+               (:file "store" :depends-on ("compare" "places" "files" "store-faults")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
@@ -234,6 +251,15 @@ bench-utf8."
   :depends-on ("binstore")
   :pathname "bench"
   :components ((:file "utf8")))
+
+(defsystem "binstore/bench-store"
+  :description "The persistent store against Ruby's PStore (bench/pstore.rb)
+and against the floor of a durable file replacement, on PStore's seed
+workload; read-only transactions and a big commit."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore")
+  :pathname "bench"
+  :components ((:file "store")))
 
 (defsystem "binstore/bench-compression"
   :description "binstore's zstd and LZ4 against its plain output piped through

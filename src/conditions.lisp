@@ -6,6 +6,9 @@
 ;;;;       circular-list            a circular list, stored without tracking conses
 ;;;;       out-of-space             a fixed-size destination is full
 ;;;;       store-limit-exceeded     max-to-write / max-depth while storing
+;;;;       transaction-error        a persistent store used wrongly: no
+;;;;                                transaction, a nested one, a write in a
+;;;;                                read-only one, a closed store
 ;;;;     restore-error              (carries the byte offset)
 ;;;;       invalid-input            malformed bytes
 ;;;;         truncated-input        the bytes end inside an object
@@ -23,6 +26,9 @@
 ;;;;     binstore-file-error        also a FILE-ERROR: a file could not be used
 ;;;;     invalid-utf8               bytes that are not UTF-8 (UTF8-DECODE, READ-LINES);
 ;;;;                                restart: use-replacement-character
+;;;;     store-corrupted            also a FILE-ERROR: a persistent store's file
+;;;;                                is damaged, not a store, or of a newer
+;;;;                                version (carries the byte offset)
 ;;;;     compression-unavailable    compressed data, or :compression, without
 ;;;;                                binstore/compression loaded
 
@@ -239,6 +245,35 @@ one U+FFFD for those OCTETS and carries on after them.")
                      (invalid-utf8-offset c) (binstore-error-message c)
                      (invalid-utf8-octets c)))))
 
+;;; The persistent store (src/store/).  A store's misuse is a STORE-ERROR,
+;;; as Ruby's PStore::Error is, so one handler catches it; a damaged file is
+;;; not: it is about the file, not about storing, so it is a FILE-ERROR.
+
+(define-condition transaction-error (store-error)
+  ((place :initarg :place :initform nil :reader transaction-error-place))
+  (:documentation "A persistent store was used against the rules of its
+transactions: a root touched outside a transaction, a transaction begun
+inside another on the same file, a root written in a read-only
+transaction, a closed store used.  PLACE is the store's file as given to
+OPEN-STORE.  Nothing was written.")
+  (:report (lambda (c s)
+             (format s "binstore: store ~a: ~a"
+                     (brief (transaction-error-place c)) (binstore-error-message c)))))
+
+(define-condition store-corrupted (binstore-error file-error)
+  ((offset :initarg :offset :initform nil :reader store-corrupted-offset)
+   (expected :initarg :expected :initform nil :reader store-corrupted-expected))
+  (:documentation "The file of a persistent store cannot be read as one:
+it is not a store file, it is a store of a newer format version, or it is
+damaged (cut short, a byte changed: its length or a checksum does not
+match).  FILE-ERROR-PATHNAME is the file as given to OPEN-STORE, OFFSET the
+byte where the problem is, EXPECTED what should have been there.  No roots
+are returned from such a file, and nothing is written over it.")
+  (:report (lambda (c s)
+             (format s "binstore: ~a is not a usable store file: ~a~@[ (at byte ~d)~]~@[; expected ~a~]"
+                     (brief (file-error-pathname c)) (binstore-error-message c)
+                     (store-corrupted-offset c) (store-corrupted-expected c)))))
+
 ;;; Compression lives in another system, binstore/compression, so that
 ;;; binstore itself needs no C library; binstore only recognises what it
 ;;; cannot do without it.
@@ -329,5 +364,10 @@ bytes, and storing carries on there."
         (missing-slot-name "The name of the stored slot the class lacks.")
         (invalid-utf8-offset "Index of the first byte of the ill-formed UTF-8 sequence.")
         (invalid-utf8-octets "The bytes of the ill-formed UTF-8 sequence, a list.")
-        (compression-unavailable-method "The compression, :zstd or :lz4, that could not be used."))
+        (compression-unavailable-method "The compression, :zstd or :lz4, that could not be used.")
+        (missing-codec-name "The name of the user codec that is missing.")
+        (dictionary-mismatch-fingerprint "The fingerprint of the dictionary the record was stored with.")
+        (transaction-error-place "The file of the store that was misused, as given to OPEN-STORE.")
+        (store-corrupted-offset "The byte offset in the store file where the problem is.")
+        (store-corrupted-expected "What the store file should have held at the offset."))
       do (setf (documentation reader 'function) doc))

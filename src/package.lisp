@@ -6,7 +6,8 @@
 back.  STORE writes a record to a place (an octet vector, a file, a stream,
 raw memory); RESTORE reads one back with identity, sharing and circularity
 intact; MAP-STORED-OBJECTS and DO-STORED-OBJECTS read every record of a
-place.  Options are special variables, each overridden per call by the
+place.  OPEN-STORE and WITH-TRANSACTION keep named roots in a file,
+changed in atomic, durable transactions.  Options are special variables, each overridden per call by the
 keyword of the same name.  Every condition is a BINSTORE-ERROR.")
   (:export
    ;; Storing and restoring
@@ -21,6 +22,18 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:explain
    #:file-statistics
    #:print-statistics
+   ;; The persistent store: named roots in a file, changed in transactions
+   #:persistent-store
+   #:open-store
+   #:close-store
+   #:with-store
+   #:store-path
+   #:with-transaction
+   #:root
+   #:root-keys
+   #:delete-root
+   #:commit-transaction
+   #:abort-transaction
    ;; Byte sinks and sources: places that take or give bytes in blocks,
    ;; and the filters that wrap them
    #:byte-sink #:sink-write #:sink-finish #:sink-abort
@@ -102,6 +115,11 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:skip-codec
    #:use-other-codec
    #:compression-unavailable-method
+   #:transaction-error
+   #:transaction-error-place
+   #:store-corrupted
+   #:store-corrupted-offset
+   #:store-corrupted-expected
    #:missing-package
    #:missing-package-name
    #:missing-symbol

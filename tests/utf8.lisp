@@ -9,7 +9,7 @@
 (def-suite utf8 :in all :description "UTF8-DECODE, UTF8-ENCODE, READ-LINES and their kernels.")
 (in-suite utf8)
 
-(defun octets (&rest parts)
+(defun utf8-octets (&rest parts)
   "An octet vector of PARTS: integers (bytes) and strings (their UTF-8 by
 SBCL's encoder)."
   (coerce (loop for part in parts
@@ -75,7 +75,7 @@ string whatever is asked."
       (is (equalp bytes (binstore:utf8-encode base)))
       (is (= (length bytes) (binstore:utf8-length base)))
       (is (equalp (subseq bytes 3 17) (binstore:utf8-encode base :start 3 :end 17))))
-    (let ((mixed (octets text "é" text)))
+    (let ((mixed (utf8-octets text "é" text)))
       (is (typep (binstore:utf8-decode mixed :base-string-if-ascii t)
                  '(simple-array character (*))))
       (is (string= (concatenate 'string text "é" text) (binstore:utf8-decode mixed))))
@@ -89,7 +89,7 @@ back: every SBCL string round-trips."
   (let ((string (coerce (list #\a (code-char #xD800) (code-char #xDBFF) (code-char #xDC00)
                               (code-char #xDFFF) #\b)
                         'string)))
-    (is (equalp (octets "a" #xED #xA0 #x80 #xED #xAF #xBF #xED #xB0 #x80 #xED #xBF #xBF "b")
+    (is (equalp (utf8-octets "a" #xED #xA0 #x80 #xED #xAF #xBF #xED #xB0 #x80 #xED #xBF #xBF "b")
                 (binstore:utf8-encode string)))
     (is (= 14 (binstore:utf8-length string)))
     (is (string= string (binstore:utf8-decode (binstore:utf8-encode string))))))
@@ -121,7 +121,7 @@ back: every SBCL string round-trips."
     ((#x41 #xC3 #xA9 #x80) 3 (#x80) "continuation"))
   "Each class of ill-formed input.")
 
-(defun first-invalid (octets &rest arguments)
+(defun first-invalid (utf8-octets &rest arguments)
   "The INVALID-UTF8 UTF8-DECODE of OCTETS (with ARGUMENTS) signals, or NIL."
   (handler-case (progn (apply #'binstore:utf8-decode octets arguments) nil)
     (binstore:invalid-utf8 (c) c)))
@@ -134,7 +134,7 @@ the word-at-a-time steps, and behind START (the offset is in the vector)."
     (dolist (case *ill-formed*)
       (destructuring-bind (bytes at named word) case
         (let* ((prefix (make-string prefix-length :initial-element #\x))
-               (input (apply #'octets prefix bytes))
+               (input (apply #'utf8-octets prefix bytes))
                (c (first-invalid input)))
           (is (typep c 'binstore:invalid-utf8) "~s after ~d: no condition" bytes prefix-length)
           (when c
@@ -143,16 +143,16 @@ the word-at-a-time steps, and behind START (the offset is in the vector)."
             (is (search word (princ-to-string c)) "~s: ~a" bytes c)
             (is (typep c 'binstore:binstore-error)))
           ;; the same bytes after 5 others START skips
-          (let ((c (first-invalid (apply #'octets "skip!" prefix bytes) :start 5)))
+          (let ((c (first-invalid (apply #'utf8-octets "skip!" prefix bytes) :start 5)))
             (is (and c (= (+ 5 prefix-length at) (binstore:invalid-utf8-offset c))))))))))
 
 (test ill-formed-after-multibyte
   "An error after characters of 2, 3 and 4 bytes is found at its offset."
-  (let* ((good (octets "é€😀é€😀"))
-         (c (first-invalid (octets "é€😀é€😀" #xC0 #x80))))
+  (let* ((good (utf8-octets "é€😀é€😀"))
+         (c (first-invalid (utf8-octets "é€😀é€😀" #xC0 #x80))))
     (is (= (length good) (binstore:invalid-utf8-offset c)))))
 
-(defun decode-replacing (octets &rest arguments)
+(defun decode-replacing (utf8-octets &rest arguments)
   "UTF8-DECODE of OCTETS with every INVALID-UTF8 replaced; the string and
 the offsets signalled."
   (let ((offsets '()))
@@ -168,10 +168,10 @@ the offsets signalled."
 part and carries on after it."
   (let ((r (string (code-char #xFFFD))))
     (multiple-value-bind (string offsets)
-        (decode-replacing (octets "a" #xC0 #x80 "b" #xE2 #x82 "c" #xF4 #x90 #x80 #x80 "d" #xF0 #x9F #x98))
+        (decode-replacing (utf8-octets "a" #xC0 #x80 "b" #xE2 #x82 "c" #xF4 #x90 #x80 #x80 "d" #xF0 #x9F #x98))
       (is (string= (concatenate 'string "a" r r "b" r "c" r r r r "d" r) string))
       (is (equal '(1 2 4 7 8 9 10 12) offsets)))
-    (multiple-value-bind (string offsets) (decode-replacing (octets #xFF "é" #xFF) :base-string-if-ascii t)
+    (multiple-value-bind (string offsets) (decode-replacing (utf8-octets #xFF "é" #xFF) :base-string-if-ascii t)
       (is (string= (concatenate 'string r "é" r) string))
       (is (equal '(0 3) offsets)))
     ;; the restart is there, with a report
@@ -182,7 +182,7 @@ part and carries on after it."
                            (is (not (null restart)))
                            (is (search "U+FFFD" (princ-to-string restart))))
                          (return-from found))))
-        (binstore:utf8-decode (octets #x80))
+        (binstore:utf8-decode (utf8-octets #x80))
         (fail "no INVALID-UTF8")))))
 
 (defun reference-decode (octets)
@@ -227,7 +227,7 @@ replacement."
                             'list))
              (damaged (loop for b in valid
                             collect (if (zerop (random 25 state)) (random 256 state) b)))
-             (octets (coerce (if (zerop (random 4 state))
+             (utf8-octets (coerce (if (zerop (random 4 state))
                                  (loop repeat (random 40 state) collect (random 256 state))
                                  damaged)
                              '(simple-array (unsigned-byte 8) (*))))
@@ -239,7 +239,7 @@ replacement."
 (test bounds
   "START and END: bytes outside them are never read, a sequence END cuts is
 ill-formed, empty ranges give empty strings, bad bounds signal TYPE-ERROR."
-  (let ((bytes (octets "0123456789abcdefghijé€😀")))
+  (let ((bytes (utf8-octets "0123456789abcdefghijé€😀")))
     (is (string= "3456" (binstore:utf8-decode bytes :start 3 :end 7)))
     (is (string= "" (binstore:utf8-decode bytes :start 5 :end 5)))
     (is (string= "789abcdefghij" (binstore:utf8-decode bytes :start 7 :end 20)))
@@ -261,13 +261,13 @@ ill-formed, empty ranges give empty strings, bad bounds signal TYPE-ERROR."
     (signals type-error (binstore:utf8-decode "not octets"))
     (signals type-error (binstore:utf8-encode "abc" :end 4))
     (signals type-error (binstore:utf8-length "abc" :start 4))
-    (is (equalp (octets "é€") (binstore:utf8-encode "xé€y" :start 1 :end 3)))
+    (is (equalp (utf8-octets "é€") (binstore:utf8-encode "xé€y" :start 1 :end 3)))
     (is (= 5 (binstore:utf8-length "xé€y" :start 1 :end 3)))))
 
 (test non-simple-vectors
   "Displaced and adjustable octet vectors and strings work, and offsets are
 in the vector given."
-  (let* ((store (octets "xxxx" "héllo" #xC0 "yy"))
+  (let* ((store (utf8-octets "xxxx" "héllo" #xC0 "yy"))
          (displaced (make-array (- (length store) 4) :element-type '(unsigned-byte 8)
                                                      :displaced-to store :displaced-index-offset 4)))
     (is (string= "héllo" (binstore:utf8-decode displaced :end 6)))
@@ -277,14 +277,14 @@ in the vector given."
       (is (and c (= 6 (binstore:invalid-utf8-offset c))))))
   (let ((string (make-array 5 :element-type 'character :adjustable t :fill-pointer 3
                               :initial-contents "aé€xx")))
-    (is (equalp (octets "aé€") (binstore:utf8-encode string)))
+    (is (equalp (utf8-octets "aé€") (binstore:utf8-encode string)))
     (is (= 6 (binstore:utf8-length string)))))
 
 (test decode-into
   "UTF8-DECODE-INTO fills the string's range, stops before a sequence END
 cuts, and returns where it stopped in both."
   (let ((string (make-string 10 :initial-element #\-))
-        (bytes (octets "ab€😀cdefghijklmnop")))
+        (bytes (utf8-octets "ab€😀cdefghijklmnop")))
     ;; room for 4 characters from index 2
     (multiple-value-bind (i pos) (binstore:utf8-decode-into bytes string :string-start 2 :string-end 6)
       (is (= 6 i))
@@ -295,7 +295,7 @@ cuts, and returns where it stopped in both."
       (is (= 2 i))
       (is (= 2 pos)))
     ;; ill-formed in the middle: signals, and the restart carries on
-    (let ((bad (octets "ab" #xFF "cd")))
+    (let ((bad (utf8-octets "ab" #xFF "cd")))
       (signals binstore:invalid-utf8 (binstore:utf8-decode-into bad string))
       (handler-bind ((binstore:invalid-utf8 #'binstore:use-replacement-character))
         (multiple-value-bind (i pos) (binstore:utf8-decode-into bad string)
@@ -306,7 +306,7 @@ cuts, and returns where it stopped in both."
     ;; long ASCII into a short room: nothing written past it
     (let ((target (make-string 20 :initial-element #\-)))
       (multiple-value-bind (i pos)
-          (binstore:utf8-decode-into (octets (make-string 100 :initial-element #\z)) target
+          (binstore:utf8-decode-into (utf8-octets (make-string 100 :initial-element #\z)) target
                                      :string-start 3 :string-end 12)
         (is (= 12 i))
         (is (= 9 pos))
@@ -333,13 +333,13 @@ OCTET-END, and returns where it stopped in both."
       (multiple-value-bind (p k) (binstore:utf8-encode-into (coerce "abcdefghij" 'base-string) out)
         (is (= 8 p))
         (is (= 8 k))
-        (is (equalp (octets "abcdefgh") out))))))
+        (is (equalp (utf8-octets "abcdefgh") out))))))
 
 ;;; Hostile calls of the unchecked kernels: each checks its bounds at entry.
 
 (test kernels-check-their-bounds
   "Every kernel that runs unchecked refuses bounds outside its memory."
-  (let* ((bytes (octets "abcdefgh"))
+  (let* ((bytes (utf8-octets "abcdefgh"))
          (string (make-string 4)))
     (sb-sys:with-pinned-objects (bytes)
       (let ((address (sb-sys:sap-int (sb-sys:vector-sap bytes))))
@@ -366,7 +366,7 @@ OCTET-END, and returns where it stopped in both."
 (test kernels-stop-at-end
   "Bytes past END are never taken, on any path: a word of ASCII, the last
 bytes of a sequence, a newline."
-  (let ((bytes (octets "abcdefghijklmnopqrstuvwxyz" "é€😀" (string #\Newline))))
+  (let ((bytes (utf8-octets "abcdefghijklmnopqrstuvwxyz" "é€😀" (string #\Newline))))
     (loop for end from 0 to 26
           do (is (string= (subseq "abcdefghijklmnopqrstuvwxyz" 0 end)
                           (binstore:utf8-decode bytes :end end))))
@@ -387,7 +387,7 @@ bytes of a sequence, a newline."
   ;; whether what comes before the LF is ASCII, whatever follows it
   (dolist (case '(("abc~%é" 3 t) ("abcdefghij~%é" 10 t) ("aé~%" 3 nil) ("abcdefgé" 9 nil)
                   ("abcdefghijklmnop~%" 16 t) ("~%é" 0 t) ("abcdefgé~%" 9 nil)))
-    (let ((bytes (octets (format nil (first case)))))
+    (let ((bytes (utf8-octets (format nil (first case)))))
       (sb-sys:with-pinned-objects (bytes)
         (is (equal (rest case)
                    (multiple-value-list
@@ -400,7 +400,7 @@ bytes of a sequence, a newline."
   "RANDOM-TEXT without line ends: one line's characters."
   (substitute-if #\x (lambda (c) (member c '(#\Newline #\Return))) (random-text state length)))
 
-(defun write-file-octets (pathname octets)
+(defun utf8-write-file (pathname octets)
   (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8)
                                 :if-exists :supersede)
     (write-sequence octets out))
@@ -415,8 +415,8 @@ newline is a line; an empty file has none."
   (call-with-temporary-directory
    (lambda (directory)
      (flet ((lines (&rest parts)
-              (lines-of (write-file-octets (merge-pathnames "t.txt" directory)
-                                           (apply #'octets parts)))))
+              (lines-of (utf8-write-file (merge-pathnames "t.txt" directory)
+                                           (apply #'utf8-octets parts)))))
        (is (equal '() (lines)))
        (is (equal '("") (lines 10)))
        (is (equal '("" "") (lines 10 10)))
@@ -428,7 +428,7 @@ newline is a line; an empty file has none."
        (is (equal (list (coerce (list #\a #\Return #\b) 'string)) (lines "a" 13 "b")))
        (is (equal (list (string #\Return)) (lines 13)))
        (is (equal '("é€" "😀") (lines "é€" 10 "😀")))
-       (let ((file (write-file-octets (merge-pathnames "u.txt" directory) (octets "ascii" 10 "é" 10))))
+       (let ((file (utf8-write-file (merge-pathnames "u.txt" directory) (utf8-octets "ascii" 10 "é" 10))))
          (destructuring-bind (a e) (lines-of file :base-string-if-ascii t)
            (is (typep a 'simple-base-string))
            (is (typep e '(simple-array character (*)))))
@@ -446,7 +446,7 @@ the block boundary, read whole; MAP-LINES sees the same lines in order."
             (long (random-line state (+ (* 3 block) 17)))
             (lines (list "first" long "after the long one"))
             (file (merge-pathnames "long.txt" directory)))
-       (write-file-octets file (apply #'octets (loop for l in lines append (list l 10))))
+       (utf8-write-file file (apply #'utf8-octets (loop for l in lines append (list l 10))))
        (is (equal lines (lines-of file)))
        ;; each multi-byte character straddling the first block boundary
        ;; at every cut
@@ -454,15 +454,15 @@ the block boundary, read whole; MAP-LINES sees the same lines in order."
          (dotimes (shift 4)
            (let* ((pad (make-string (- block shift 1) :initial-element #\p))
                   (expected (list (concatenate 'string pad char "tail") "next")))
-             (write-file-octets file (octets pad char "tail" 13 10 "next" 13 10))
+             (utf8-write-file file (utf8-octets pad char "tail" 13 10 "next" 13 10))
              (is (equal expected (lines-of file)) "~a shifted ~d" char shift))))
        ;; CR LF with the boundary between CR and LF
        (let ((pad (make-string (1- block) :initial-element #\q)))
-         (write-file-octets file (octets pad 13 10 "z"))
+         (utf8-write-file file (utf8-octets pad 13 10 "z"))
          (is (equal (list pad "z") (lines-of file))))
        ;; many lines, through MAP-LINES
        (let ((many (loop for i below 20000 collect (random-line state (random 40 state)))))
-         (write-file-octets file (apply #'octets (loop for l in many append (list l 10))))
+         (utf8-write-file file (apply #'utf8-octets (loop for l in many append (list l 10))))
          (let ((seen '()))
            (is (null (binstore:map-lines (lambda (line) (push line seen)) file)))
            (is (equal many (nreverse seen))))
@@ -477,7 +477,7 @@ format is refused."
      (let* ((block binstore::+line-block-bytes+)
             (file (merge-pathnames "bad.txt" directory))
             (pad (make-string (+ block 100) :initial-element #\a)))
-       (write-file-octets file (octets "one" 10 pad 10 "two" #xC0 #xAF "three" 10))
+       (utf8-write-file file (utf8-octets "one" 10 pad 10 "two" #xC0 #xAF "three" 10))
        (let ((c (handler-case (progn (binstore:read-lines file) nil)
                   (binstore:invalid-utf8 (c) c))))
          (is (and c (= (+ 4 (length pad) 1 3) (binstore:invalid-utf8-offset c)))))

@@ -295,7 +295,7 @@ says so."
         (file-fail place "cannot create a file in ~a: no such directory" shown)
         (errno-fail place errno "cannot create a temporary file in ~a" shown))))
 
-(defun call-with-atomic-file-output (target fn &key (place target))
+(defun call-with-atomic-file-output (target fn &key (place target) (sync t))
   "Replace the file TARGET (a native file name) atomically with the bytes
 FN writes, and return the values of FN.
 
@@ -312,7 +312,12 @@ included (resolve those first with RESOLVE-FILE-TARGET), signals
 BINSTORE-FILE-ERROR, as does any failing system call.  When FN or a later
 step fails or is left by a non-local exit, even from an interrupt, the
 temporary file is closed once and deleted and TARGET is left as it was.
-Errors name PLACE (default TARGET): the place as the user gave it."
+Errors name PLACE (default TARGET): the place as the user gave it.
+
+SYNC NIL (the persistent store's :DURABILITY :NONE) leaves out both syncs:
+the replacement is still atomic for other processes and survives the
+writer's crash, but a power cut may lose it or, on some file systems,
+leave an empty file."
   (multiple-value-bind (directory name) (split-native-namestring target)
     (when (string= name "")
       (file-fail place "~a is a directory name, not a file name" target))
@@ -356,7 +361,8 @@ Errors name PLACE (default TARGET): the place as the user gave it."
                                         (lambda () (system-fchmod fd (logand #o7777 (file-status-mode old))))
                                         "cannot give ~a the permissions of ~a" temp target))
                (multiple-value-prog1 (funcall fn fd)
-                 (sync-fd fd place temp)
+                 (when sync
+                   (sync-fd fd place temp))
                  ;; give back: closed once, forgotten at once
                  (let ((errno (without-interrupts
                                 (prog1 (%close fd) (setf fd nil)))))
@@ -368,7 +374,8 @@ Errors name PLACE (default TARGET): the place as the user gave it."
                                   errno))))
                    (when errno
                      (errno-fail place errno "cannot rename ~a to ~a" temp target)))
-                 (sync-directory directory place)))
+                 (when sync
+                   (sync-directory directory place))))
           ;; interrupts deferred here: nothing can cut this short
           (when fd
             (%close fd)

@@ -309,3 +309,61 @@ kernel has none: no file to tell); always true but on Linux."
                     (read-line in nil)))))
     (or (null setting) (search "[never]" setting)))
   #-linux t)
+
+;;; Advisory locks (the persistent store's lock file, src/store/locks.lisp) ---
+
+(defconstant +lock-shared+ 1 "flock(2)'s LOCK_SH: many holders at once.")
+(defconstant +lock-exclusive+ 2 "flock(2)'s LOCK_EX: one holder, no shared ones.")
+
+(defun system-flock (fd operation)
+  "flock(2) the open file FD with OPERATION (+LOCK-SHARED+ or
++LOCK-EXCLUSIVE+), waiting until it is granted; retried on EINTR, so a
+signal handler may run (and leave by a non-local exit) while it waits.
+The lock belongs to the open file description: it is given back when the
+descriptor is closed, or when the process dies however it dies.  T, or NIL
+and the errno."
+  (loop
+    (let ((result (sb-alien:alien-funcall
+                   (sb-alien:extern-alien "flock" (function sb-alien:int sb-alien:int sb-alien:int))
+                   fd operation)))
+      (if (zerop result)
+          (return (values t nil))
+          (let ((errno (sb-alien:get-errno)))
+            (unless (eql errno +eintr+)
+              (return (values nil errno))))))))
+
+;;; Processes (the persistent store's fault injection, tests/store-faults.lisp)
+
+(defconstant +sigkill+ sb-posix:sigkill "SIGKILL: ends a process at once, no handler runs.")
+
+(defun system-fork ()
+  "fork(2): 0 in the child, the child's process id in the parent; or NIL
+and the errno.  SBCL refuses (an ERROR) when other threads run: the child
+would have only the calling one."
+  (handler-case (values (sb-posix:fork) nil)
+    (sb-posix:syscall-error (e) (values nil (sb-posix:syscall-errno e)))))
+
+(defun system-kill (pid signal)
+  "kill(2): send SIGNAL to the process PID.  T, or NIL and the errno."
+  (returning-errno (sb-posix:kill pid signal)))
+
+(defun system-wait-process (pid)
+  "waitpid(2) for the child PID to end, retried on EINTR: :EXITED and its
+exit status, or :SIGNALLED and the signal that ended it; or NIL and the
+errno."
+  (loop
+    (handler-case
+        (multiple-value-bind (done status) (sb-posix:waitpid pid 0)
+          (declare (ignore done))
+          (return (if (sb-posix:wifexited status)
+                      (values :exited (sb-posix:wexitstatus status))
+                      (values :signalled (sb-posix:wtermsig status)))))
+      (sb-posix:syscall-error (e)
+        (unless (eql (sb-posix:syscall-errno e) +eintr+)
+          (return (values nil (sb-posix:syscall-errno e))))))))
+
+(defun exit-process-now (code)
+  "End this process at once with the exit status CODE, as _exit(2) does:
+no unwinding, no exit hooks, no flushing of Lisp streams.  For a forked
+child, which must not run the parent's cleanup code."
+  (sb-ext:exit :code code :abort t))

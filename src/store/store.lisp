@@ -1,0 +1,225 @@
+;;;; The persistent store: the object OPEN-STORE returns, the state it
+;;;; keeps of its file between transactions, loading that state and
+;;;; committing a new one.  Transactions (transactions.lisp) call these
+;;;; with the store's lock held (locks.lisp).
+;;;;
+;;;; The state of a store file is its payload: the root table, one hash
+;;;; table of every root, stored by STORE as one record, so identity and
+;;;; sharing between roots survive.  A store keeps the last payload it read
+;;;; or wrote, as a SNAPSHOT, for two reasons:
+;;;;   - a commit whose new payload equals it byte for byte writes nothing
+;;;;     (bytes, not a checksum: two states with one checksum are never
+;;;;     taken for one);
+;;;;   - a transaction on a file whose header shows the same generation,
+;;;;     nonce, length and checksum does not read the file again: a
+;;;;     read-only one reuses the roots restored for an earlier one, a
+;;;;     read-write one restores its own copy from the kept payload.
+
+(in-package #:binstore)
+
+(defstruct (snapshot (:constructor make-snapshot (generation nonce crc payload))
+                     (:copier nil) (:predicate nil))
+  "One committed state of a store file, as read from it or written to it:
+its header's GENERATION (0: no file), NONCE and CRC, the PAYLOAD octets,
+and ROOTS, the root table restored from them for read-only transactions
+\(NIL until one needs it).  A read-write transaction never gets ROOTS: it
+restores a copy of its own, which it may change."
+  (generation 0 :type (unsigned-byte 64) :read-only t)
+  (nonce 0 :type (unsigned-byte 32) :read-only t)
+  (crc 0 :type (unsigned-byte 32) :read-only t)
+  (payload nil :type (simple-array (unsigned-byte 8) (*)) :read-only t)
+  (roots nil))
+
+(defstruct (persistent-store (:constructor %make-persistent-store
+                                 (place file lock-file durability read-only))
+                             (:copier nil))
+  "A persistent store, made by OPEN-STORE: a file holding a table of named
+roots, read and changed in transactions (WITH-TRANSACTION)."
+  (place nil :read-only t)              ; as given to OPEN-STORE, for messages
+  (file "" :type simple-string :read-only t) ; native name, links resolved
+  (lock-file "" :type simple-string :read-only t)
+  (durability :fsync :type (member :fsync :none) :read-only t)
+  (read-only nil :read-only t)
+  (open t)
+  ;; the last state read or written; replaced whole, never changed in
+  ;; place, so threads sharing the store see one state or the other
+  (snapshot nil :type (or null snapshot)))
+
+(defmethod print-object ((store persistent-store) stream)
+  (print-unreadable-object (store stream :type t :identity t)
+    (format stream "~a~:[ closed~;~]~:[~; read-only~]"
+            (persistent-store-file store) (persistent-store-open store)
+            (persistent-store-read-only store))))
+
+(defun store-path (store)
+  "The file of the persistent store STORE: the path given to OPEN-STORE,
+merged with *DEFAULT-PATHNAME-DEFAULTS*."
+  (merge-pathnames (persistent-store-place store)))
+
+;;; The root table as bytes --------------------------------------------------
+
+(defun make-root-table ()
+  "A new, empty root table: roots are named by keys compared with EQUAL."
+  (make-hash-table :test 'equal))
+
+(defun serialize-roots (table)
+  "The payload of a store file holding the root table TABLE.  The options
+are given, not taken from the special variables, so that a file's format
+and its identity and sharing do not depend on the caller's bindings."
+  (store nil table :track-references t :support-shared-list-structures t
+                   :output-magic-number t :output-end-marker nil
+                   :compression nil :max-to-write nil))
+
+(defun deserialize-roots (payload place)
+  "The root table in PAYLOAD, read from the store file PLACE.  Bytes that
+are not a root table signal STORE-CORRUPTED (the payload's checksum
+matched, so a program other than binstore wrote them)."
+  (let ((table (handler-bind ((invalid-input
+                                (lambda (condition)
+                                  (corrupted place
+                                             (+ +store-header-bytes+
+                                                (or (restore-error-offset condition) 0))
+                                             (invalid-input-expected condition)
+                                             "the payload is not valid binstore data: ~a"
+                                             (binstore-error-message condition)))))
+                 (restore payload :max-to-read nil :require-header t))))
+    (unless (and (hash-table-p table) (eq (hash-table-test table) 'equal))
+      (corrupted place +store-header-bytes+ "an EQUAL hash table of roots"
+                 "the payload holds ~a, not a root table" (brief table)))
+    table))
+
+(defun octets= (a b)
+  "Whether the octet vectors A and B hold the same bytes: compared eight at
+a time, as a store file of 100 MB is compared at each commit."
+  (declare (type (simple-array (unsigned-byte 8) (*)) a b)
+           (optimize speed))
+  (let ((length (length a)))
+    (and (= length (length b))
+         (with-pinned-objects (a b)
+           (let ((pa (vector-pointer a))
+                 (pb (vector-pointer b))
+                 (words (floor length 8)))
+             (and (loop for i of-type index below (* 8 words) by 8
+                        always (= (mem-u64 pa i) (mem-u64 pb i)))
+                  (loop for i of-type index from (* 8 words) below length
+                        always (= (mem-u8 pa i) (mem-u8 pb i)))))))))
+
+;;; Loading ------------------------------------------------------------------
+
+(defun empty-snapshot (store)
+  "The state of STORE's file when it does not exist: no roots."
+  (let ((cached (persistent-store-snapshot store)))
+    (if (and cached (zerop (snapshot-generation cached)))
+        cached
+        (setf (persistent-store-snapshot store)
+              (make-snapshot 0 0 0 (serialize-roots (make-root-table)))))))
+
+(defun load-snapshot (store)
+  "The state of STORE's file now, to be called with the store's lock held:
+the kept SNAPSHOT when the file's header shows the same commit (only the
+header is read), else a new one read from the file and checked, which is
+kept.  A file that does not exist is a store without roots.  A damaged
+file signals STORE-CORRUPTED; one that cannot be read, BINSTORE-FILE-ERROR."
+  (let ((file (persistent-store-file store))
+        (place (persistent-store-place store)))
+    (call-with-open-fd
+     file (logior +o-rdonly+ +o-cloexec+)
+     (lambda (fd errno)
+       (cond ((eql errno +enoent+) (empty-snapshot store))
+             (errno (errno-fail place errno "cannot open the store file ~a" file))
+             (t
+              (let* ((status (multiple-value-bind (status errno) (file-status fd)
+                               (or status (errno-fail place errno "cannot look at ~a" file))))
+                     (kind (file-kind status)))
+                (unless (eq kind :regular)
+                  (file-fail place "~a is ~a; a persistent store is a regular file"
+                             file (kind-description kind)))
+                (let ((header (read-store-header fd (file-status-size status) place))
+                      (cached (persistent-store-snapshot store)))
+                  (if (and cached
+                           (= (snapshot-generation cached) (store-header-generation header))
+                           (= (snapshot-nonce cached) (store-header-nonce header))
+                           (= (snapshot-crc cached) (store-header-crc header))
+                           (= (length (snapshot-payload cached)) (store-header-length header)))
+                      cached
+                      (setf (persistent-store-snapshot store)
+                            (make-snapshot (store-header-generation header)
+                                           (store-header-nonce header)
+                                           (store-header-crc header)
+                                           (read-store-payload fd header place))))))))))))
+
+(defun snapshot-shared-roots (snapshot place)
+  "The root table of SNAPSHOT shared by read-only transactions: restored
+the first time one asks, then kept with the snapshot."
+  (or (snapshot-roots snapshot)
+      (setf (snapshot-roots snapshot) (deserialize-roots (snapshot-payload snapshot) place))))
+
+;;; Committing ---------------------------------------------------------------
+
+(define-global **nonce-counter** (list 0)
+  "Counts the commits of this process (in its CAR), mixed into their nonces.")
+
+(defun commit-nonce ()
+  "A 32-bit number that differs, with near certainty, from one commit to
+the next, across processes (forked ones too, which share a random state):
+the CRC32C of the process id, a counter and the clock."
+  (let ((seed (format nil "~d ~d ~d ~d" (process-id)
+                      (atomic-incf (car **nonce-counter**))
+                      (system-microseconds) (get-universal-time))))
+    (crc32c (map '(simple-array (unsigned-byte 8) (*)) #'char-code seed))))
+
+(defun commit-payload (store snapshot payload)
+  "Make PAYLOAD the state of STORE's file, whose state is SNAPSHOT, unless
+it equals SNAPSHOT's payload byte for byte; to be called with the store's
+exclusive lock held.  The file is replaced atomically (a temporary file in
+the same directory, renamed over it), with both syncs when STORE's
+durability is :FSYNC.  Returns true when it wrote.  A failure signals,
+leaving the file as it was."
+  (unless (octets= payload (snapshot-payload snapshot))
+    (let* ((generation (1+ (snapshot-generation snapshot)))
+           (nonce (commit-nonce))
+           (header (encode-store-header generation nonce payload)))
+      (call-with-atomic-file-output (persistent-store-file store)
+                                    (lambda (fd) (write-store-frame fd header payload))
+                                    :place (persistent-store-place store)
+                                    :sync (eq (persistent-store-durability store) :fsync))
+      (setf (persistent-store-snapshot store)
+            (make-snapshot generation nonce (octets-le header 32 4) payload))
+      t)))
+
+;;; Opening and closing ------------------------------------------------------
+
+(defun open-store (path &key (durability :fsync) read-only)
+  "Open the persistent store in the file PATH (a string or pathname) and
+return it, a PERSISTENT-STORE.  The file need not exist: a store without
+roots, created by its first commit that sets one.  When it exists it is
+read and checked now: a file that is not a store, of a newer version, or
+damaged signals STORE-CORRUPTED; one that cannot be used (a directory, a
+missing directory) signals BINSTORE-FILE-ERROR.  A symbolic link is
+followed, once, here, and its final target is the file (a commit replaces
+the target; the link stays).
+
+DURABILITY is :FSYNC (the default) or :NONE.  With :FSYNC a commit syncs
+the new file and its directory before it returns, so it survives a power
+cut; with :NONE it does not, so it survives the process's crash but a
+power cut may lose recent commits (never mix two states).  READ-ONLY true
+makes every transaction read-only (a shared lock; writing signals
+TRANSACTION-ERROR).
+
+The lock file PATH.lock is created beside the file (the target of a link)
+and kept: it is what processes lock (see WITH-TRANSACTION)."
+  (unless (member durability '(:fsync :none))
+    (error 'binstore-error
+           :message (format nil "~s is not a durability: :fsync or :none" durability)))
+  (multiple-value-bind (native) (place-native-namestring path)
+    (multiple-value-bind (target status) (resolve-file-target native path)
+      (when (and status (not (eq (file-kind status) :regular)))
+        (file-fail path "~a is ~a; a persistent store is a regular file"
+                   target (kind-description (file-kind status))))
+      (let ((store (%make-persistent-store path target
+                                           (coerce (concatenate 'string target ".lock")
+                                                   'simple-string)
+                                           durability (and read-only t))))
+        (call-with-store-lock (persistent-store-lock-file store) :shared path
+                              (lambda () (load-snapshot store)))
+        store))))
