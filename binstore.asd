@@ -148,7 +148,8 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "filters")
                (:file "zstd" :depends-on ("ffi" "filters"))
                (:file "lz4" :depends-on ("ffi" "filters"))
-               (:file "hook" :depends-on ("zstd" "lz4"))))
+               (:file "shuffle" :depends-on ("filters"))
+               (:file "hook" :depends-on ("zstd" "lz4" "shuffle"))))
 
 (defsystem "binstore/fuzz"
   :description "Mutation fuzzer for binstore's restore side."

@@ -31,13 +31,18 @@ returns INNER's SINK-FINISH value; SINK-ABORT drops it.  One store each."
   (level +zstd-default-level+ :type fixnum)
   (workers 0 :type fixnum))
 
-(defun make-zstd-sink (inner &key (level +zstd-default-level+) (workers 0))
+(defun make-zstd-sink (inner &key (level +zstd-default-level+) (workers 0) shuffle)
   "A new ZSTD-SINK compressing into the byte sink INNER at LEVEL (an integer
 from -131072, the fastest, to 22, the smallest; default 3) with WORKERS
-threads (0 to 200, default 0).  STORE-ERROR for any other level or number
-of workers."
+threads (0 to 200, default 0).  With SHUFFLE, the payloads of numeric
+arrays STORE gives it are byte-shuffled in the frame (a shuffle container,
+doc/COMPRESSION.md), which RESTORE reads but which `zstd -d' does not turn
+back into the record.  STORE-ERROR for any other level or number of
+workers."
   (check-zstd-arguments level workers)
-  (%make-zstd-sink inner level workers))
+  (let ((sink (%make-zstd-sink inner level workers)))
+    (setf (compressing-sink-shuffle sink) (and shuffle t))
+    sink))
 
 (defun zstd-check (code what)
   "CODE, unless it is a zstd error code: then STORE-ERROR saying WHAT
@@ -95,7 +100,7 @@ written the whole frame)."
                         (= (cffi:foreign-slot-value in '(:struct zstd-in-buffer) 'pos) (- end start)))
                 (return)))))))))
 
-(defmethod sink-write ((sink zstd-sink) octets start end)
+(defmethod compress-octets ((sink zstd-sink) octets start end)
   (zstd-compress sink octets start end +zstd-e-continue+))
 
 (defmethod sink-finish ((sink zstd-sink))
