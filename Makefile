@@ -6,6 +6,7 @@
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
+#   make fuzz-compressed SECONDS=600   the same on compressed inputs only
 #   make bench-memory         restores of the array sets against fresh memory
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
@@ -41,7 +42,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test quiet-build check-layers bench bench-memory bench-compression readme-results fuzz deps bench-deps clean
+.PHONY: test quiet-build check-layers bench bench-memory bench-compression readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -92,6 +93,13 @@ readme-results:
 
 fuzz: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-fuzz $(SECONDS))'
+
+# The fuzzer on compressed inputs only: frames mutated, and frames of
+# mutated contents (shuffle containers among them); see doc/FUZZING.md.
+fuzz-compressed: deps
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore/compression")' \
+	  --eval '(asdf:load-system "binstore/fuzz")' \
+	  --eval '(uiop:quit (if (binstore-fuzz:fuzz :seconds $(SECONDS) :compressed-only t) 0 1))'
 
 clean:
 	rm -rf ~/.cache/common-lisp/*/$(CURDIR)
