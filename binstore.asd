@@ -204,4 +204,5 @@ the zstd and lz4 tools, on some of the standard data sets."
   :around-compile call-with-quiet-binstore-compilation
   :depends-on ("binstore/bench" "binstore/compression")
   :pathname "bench"
-  :components ((:file "compression")))
+  :components ((:file "compression-data")
+               (:file "compression" :depends-on ("compression-data"))))

@@ -6,6 +6,9 @@
 
 (in-package #:binstore)
 
+(defconstant +zstd-job-bytes+ (* 1024 1024)
+  "The bytes of input each of zstd's workers compresses at a time.")
+
 (defun check-zstd-arguments (level workers)
   "STORE-ERROR unless LEVEL is an integer among zstd's levels and WORKERS
 one from 0 to +ZSTD-MAX-WORKERS+."
@@ -67,7 +70,11 @@ failed."
                 "asking for a checksum")
     (when (plusp (zstd-sink-workers sink))
       (zstd-check (%zstd-cctx-set-parameter context +zstd-c-nb-workers+ (zstd-sink-workers sink))
-                  "setting the number of workers"))
+                  "setting the number of workers")
+      ;; zstd's own jobs, 4 windows (8 MiB at level 3), leave a record of a
+      ;; few MiB to one worker: jobs of +ZSTD-JOB-BYTES+ share it
+      (zstd-check (%zstd-cctx-set-parameter context +zstd-c-job-size+ +zstd-job-bytes+)
+                  "setting the job size"))
     context))
 
 (defun zstd-compress (sink octets start end directive)
