@@ -85,6 +85,7 @@ bench-memory: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'
 
 bench-compression: deps
+	@./tools/ensure-packages gzip:gzip python3-blosc:/usr/lib/python3/dist-packages/blosc
 	$(SBCL_RUN) --load tools/load.lisp \
 	  --eval '(binstore-tools:run-compression-bench :datasets "$(DATASETS)")'
 

@@ -729,6 +729,10 @@ no C context is left behind."
          (shuffled (make-array 512 :element-type '(unsigned-byte 8)))
          (held (contexts-held)))
     (binstore::shuffle-octets payload 0 shuffled 0 512 8)
+    ;; the premise of the marker: no record begins with #x5F
+    (dolist (tail '(() (#x01) (#x01 #x00 #x05 #x41)))
+      (signals binstore:invalid-input
+        (binstore:restore (simple-octets (cons #x5F tail)) :require-header nil)))
     (dolist (method '(:zstd :lz4))
       (flet ((good (&rest parts) (apply #'container-frame method parts)))
         (is (equalp datum

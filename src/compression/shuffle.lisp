@@ -204,11 +204,13 @@ of a payload the encoder noted, plain elsewhere."
                                                      (+ start lead whole) width)
                            (compress-plain-chunk sink octets (+ start lead whole) stop)
                            (setf start stop))))))))
-  (when (and (compressing-sink-ranges sink)
-             (= (compressing-sink-range-head sink) (fill-pointer (compressing-sink-ranges sink))))
-    ;; every range noted is done with: forget them
-    (setf (fill-pointer (compressing-sink-ranges sink)) 0
-          (compressing-sink-range-head sink) 0)))
+  (let ((ranges (compressing-sink-ranges sink))
+        (head (compressing-sink-range-head sink)))
+    (when (and ranges (plusp head))
+      ;; forget the ranges done with: those noted and not yet reached stay
+      (replace ranges ranges :start2 head)
+      (setf (fill-pointer ranges) (- (fill-pointer ranges) head)
+            (compressing-sink-range-head sink) 0))))
 
 (defmethod sink-write ((sink compressing-sink) octets start end)
   (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
