@@ -138,7 +138,8 @@ for other systems' files."
 
 (defsystem "binstore/compression"
   :description "zstd and LZ4 compression for binstore: STORE's :compression
-option, and RESTORE of compressed records, through libzstd and liblz4 (CFFI).
+option (numeric array payloads byte-shuffled in the frame), and RESTORE of
+compressed records, through libzstd and liblz4 (CFFI).
 binstore itself needs no C library; without this system it recognises
 compressed records and signals COMPRESSION-UNAVAILABLE."
   :around-compile call-with-quiet-binstore-compilation
