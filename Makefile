@@ -8,6 +8,7 @@
 #   make cli                  saves the command-line tool bin/binstore runs,
 #                             build/binstore (an SBCL executable)
 #   make fuzz SECONDS=600     run the mutation fuzzer for that long
+#   make fuzz-compressed SECONDS=600   the same on compressed inputs only
 #   make bench-memory         restores of the array sets against fresh memory
 #   make bench-messages       small messages with and without a dictionary
 #   make bench-utf8           the UTF-8 codec and READ-LINES against SBCL's,
@@ -50,7 +51,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz deps bench-deps clean
+.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -126,6 +127,7 @@ bench-utf8: deps
 	  --eval '(binstore-bench-utf8:main :runs "$(RUNS)")'
 
 bench-compression: deps
+	@./tools/ensure-packages gzip:gzip python3-blosc:/usr/lib/python3/dist-packages/blosc
 	$(SBCL_RUN) --load tools/load.lisp \
 	  --eval '(binstore-tools:run-compression-bench :datasets "$(DATASETS)")'
 
@@ -146,6 +148,13 @@ readme-results:
 
 fuzz: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-fuzz $(SECONDS))'
+
+# The fuzzer on compressed inputs only: frames mutated, and frames of
+# mutated contents (shuffle containers among them); see doc/FUZZING.md.
+fuzz-compressed: deps
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore/compression")' \
+	  --eval '(asdf:load-system "binstore/fuzz")' \
+	  --eval '(uiop:quit (if (binstore-fuzz:fuzz :seconds $(SECONDS) :compressed-only t) 0 1))'
 
 clean:
 	rm -rf ~/.cache/common-lisp/*/$(CURDIR) build

@@ -169,7 +169,8 @@ for other systems' files."
 
 (defsystem "binstore/compression"
   :description "zstd and LZ4 compression for binstore: STORE's :compression
-option, and RESTORE of compressed records, through libzstd and liblz4 (CFFI).
+option (numeric array payloads byte-shuffled in the frame), and RESTORE of
+compressed records, through libzstd and liblz4 (CFFI).
 binstore itself needs no C library; without this system it recognises
 compressed records and signals COMPRESSION-UNAVAILABLE."
   :around-compile call-with-quiet-binstore-compilation
@@ -179,7 +180,8 @@ compressed records and signals COMPRESSION-UNAVAILABLE."
                (:file "filters")
                (:file "zstd" :depends-on ("ffi" "filters"))
                (:file "lz4" :depends-on ("ffi" "filters"))
-               (:file "hook" :depends-on ("zstd" "lz4"))))
+               (:file "shuffle" :depends-on ("filters"))
+               (:file "hook" :depends-on ("zstd" "lz4" "shuffle"))))
 
 (defsystem "binstore/cli"
   :description "The command-line tool bin/binstore: explain, stats and check
@@ -267,4 +269,5 @@ the zstd and lz4 tools, on some of the standard data sets."
   :around-compile call-with-quiet-binstore-compilation
   :depends-on ("binstore/bench" "binstore/compression")
   :pathname "bench"
-  :components ((:file "compression")))
+  :components ((:file "compression-data")
+               (:file "compression" :depends-on ("compression-data"))))

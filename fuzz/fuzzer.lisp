@@ -307,7 +307,20 @@ adjustable and displaced arrays."
         (when binstore::*compression-hook*
           (list "compressed" (list (subseq (atoms) 0 12) (shared-data) (first (objects)))
                 '((:compression :zstd) (:compression :lz4)
-                  (:compression (:zstd :level 19) :output-magic-number nil))))))
+                  (:compression (:zstd :level 19) :output-magic-number nil))))
+        ;; numeric arrays, shuffled (a shuffle container in the frame) and not
+        (when binstore::*compression-hook*
+          (list "compressed arrays" (list (specialized-arrays) (noisy-doubles 300)
+                                          (sample-vector '(signed-byte 32) 100))
+                '((:compression :zstd) (:compression (:lz4 :shuffle t))
+                  (:compression (:zstd :level 1 :shuffle nil)))))))
+
+(defun noisy-doubles (n)
+  "N doubles of a sine with noise: a numeric payload worth shuffling."
+  (let ((v (make-array n :element-type 'double-float))
+        (rs (sb-ext:seed-random-state 3)))
+    (dotimes (i n v)
+      (setf (aref v i) (+ (sin (* i 0.01d0)) (random 1d-3 rs))))))
 
 (defun build-corpus (&key (verbose t))
   "Store every corpus item under each of its option sets.  Returns a list of
@@ -756,7 +769,41 @@ compared (NIL): a compressed record (COMPRESSED-P)."
 ;;; ------------------------------------------------------------------
 ;;; The driver
 
-(defun fuzz (&key (seconds nil) (iterations nil) (seed 42) (verbose t) (differential t))
+;;; Compressed inputs.  A mutated frame mostly fails its checksum; to reach
+;;; what lies behind it (the shuffle container, the decoder reading from a
+;;; decompressor), half the compressed inputs of a COMPRESSED-ONLY run are
+;;; instead a frame's content, mutated, compressed again into a new frame.
+
+(defun frame-content (octets)
+  "The bytes the zstd or LZ4 frames OCTETS hold, decompressed (NIL when
+they do not decompress)."
+  (let ((source (funcall (if (= (aref octets 0) #x28) 'binstore:make-zstd-source
+                             'binstore:make-lz4-source)
+                         (binstore:make-octets-source octets)))
+        (out (make-array 0 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0))
+        (buffer (make-array 65536 :element-type '(unsigned-byte 8))))
+    (loop for end = (binstore:source-read source buffer 0 (length buffer))
+          do (loop for i below end do (vector-push-extend (aref buffer i) out))
+          while (= end (length buffer)))
+    (to-octets out)))
+
+(defun compress-content (content rs)
+  "CONTENT in a new frame of a random method, as binstore's sinks make it."
+  (let ((sink (funcall (if (zerop (random 2 rs)) 'binstore:make-zstd-sink 'binstore:make-lz4-sink)
+                       (binstore:make-octets-sink))))
+    (binstore:sink-write sink content 0 (length content))
+    (to-octets (binstore:sink-finish sink))))
+
+(defun compressed-input (entry corpus rs)
+  "A fuzzed compressed input from the corpus ENTRY (description options
+octets content): its frame mutated, or its content mutated and compressed
+again."
+  (if (zerop (random 2 rs))
+      (mutate (third entry) corpus rs)
+      (compress-content (mutate (fourth entry) corpus rs) rs)))
+
+(defun fuzz (&key (seconds nil) (iterations nil) (seed 42) (verbose t) (differential t)
+                  (compressed-only nil))
   "Restore mutated copies of a corpus of valid files until SECONDS have
 passed or ITERATIONS inputs were tried (whichever comes first; 60 seconds
 when neither is given), with random state seeded by SEED.  Every input that
@@ -765,13 +812,23 @@ is shrunk, saved under tests/fuzz-regressions/ and printed.  With
 DIFFERENTIAL, every input restored from a simple vector is also read by the
 reference decoder, and an input on which the two differ (other objects, or
 another condition class) counts as a failure and is printed.  Prints a
-summary line when VERBOSE.  Returns T when no failure was found, NIL otherwise; the
-second value is a plist of counts (:inputs :returned :invalid-input
-:limit-exceeded :other-binstore-error :failures)."
+summary line when VERBOSE.  Inputs that begin with a frame magic (RESTORE
+decompresses them) are counted as compressed.  With COMPRESSED-ONLY (which
+needs binstore/compression loaded), every input comes from a compressed
+corpus file: its frame mutated, or its content mutated and compressed
+again (COMPRESSED-INPUT).  Returns T when no failure was found, NIL
+otherwise; the second value is a plist of counts (:inputs :compressed
+:returned :invalid-input :limit-exceeded :other-binstore-error :failures)."
   (when (and (null seconds) (null iterations))
     (setf seconds 60))
   (let* ((rs (sb-ext:seed-random-state seed))
-         (corpus (build-corpus :verbose verbose))
+         (corpus (let ((all (build-corpus :verbose verbose)))
+                   (if compressed-only
+                       (loop for entry in all
+                             when (compressed-p (third entry))
+                               collect (append entry (list (frame-content (third entry)))))
+                       all)))
+         (compressed 0)
          (missing (missing-tags corpus))
          (start (get-internal-real-time))
          (deadline (and seconds (+ start (round (* seconds internal-time-units-per-second)))))
@@ -791,11 +848,15 @@ second value is a plist of counts (:inputs :returned :invalid-input
       (when (or (and iterations (>= tried iterations))
                 (and deadline (>= (get-internal-real-time) deadline)))
         (return))
-      (let* ((input (mutate (third (pick corpus rs)) corpus rs))
+      (let* ((input (if compressed-only
+                        (compressed-input (pick corpus rs) corpus rs)
+                        (mutate (third (pick corpus rs)) corpus rs)))
              (route (case (random 5 rs) ((0 1 2) :vector) (3 :fill-pointer) (t :sap)))
              ;; Mostly do not intern: garbage names must not pollute packages.
              (intern-symbols (zerop (random 8 rs))))
         (incf tried)
+        (when (compressed-p input)
+          (incf compressed))
         (multiple-value-bind (outcome condition)
             (try-input input :route route :intern-symbols intern-symbols)
           (incf (getf counts outcome))
@@ -828,23 +889,24 @@ second value is a plist of counts (:inputs :returned :invalid-input
         (when (and verbose (> (get-internal-real-time) next-progress))
           (setf next-progress (+ (get-internal-real-time)
                                  (* 30 internal-time-units-per-second)))
-          (format t "~&fuzz: ~d inputs so far~%" tried)
+          (format t "~&fuzz: ~d inputs so far (~d compressed)~%" tried compressed)
           (finish-output))))
     (let* ((elapsed (max 1/1000 (/ (- (get-internal-real-time) start)
                                    internal-time-units-per-second)))
            (failure-count (getf counts :failure)))
       (when verbose
-        (format t "~&fuzz: ~d inputs in ~,1f s (~d inputs/s), corpus ~d files: ~
+        (format t "~&fuzz: ~d inputs (~d compressed) in ~,1f s (~d inputs/s), corpus ~d files: ~
                    returned ~d, invalid-input ~d, limit-exceeded ~d, ~
                    other binstore errors ~d, failures ~d (~d distinct); ~
                    ~d compared with the reference decoder, ~d disagreement~:p~%"
-                tried elapsed (round tried elapsed) (length corpus)
+                tried compressed elapsed (round tried elapsed) (length corpus)
                 (getf counts :returned) (getf counts :invalid-input)
                 (getf counts :limit-exceeded) (getf counts :binstore-error)
                 failure-count (hash-table-count failures) compared disagreements)
         (finish-output))
       (values (and (zerop failure-count) (zerop disagreements))
               (list :inputs tried
+                    :compressed compressed
                     :returned (getf counts :returned)
                     :invalid-input (getf counts :invalid-input)
                     :limit-exceeded (getf counts :limit-exceeded)

@@ -415,6 +415,33 @@ integers of any size cost more than copying a kilobyte."
         (setf (obuf-pos ob) end)
         t))))
 
+;;; Numeric payloads told to a sink that wants them (SINK-NOTE-PAYLOAD):
+;;; what is written does not change.
+
+(define-load-time-global **payload-element-widths**
+    (let ((table (make-array 256 :element-type '(unsigned-byte 8) :initial-element 0)))
+      (loop for (code type bits) across +element-types+
+            do (when (and bits (raw-element-code-p code) (member bits '(16 32 64 128)))
+                 (setf (aref table code)
+                       (if (and (consp type) (eq (first type) 'complex))
+                           (/ bits 16)  ; a complex's two parts, each a float
+                           (/ bits 8)))))
+      table)
+  "For each element type code whose payload is whole numbers or floats of
+2, 4 or 8 bytes each (a complex's parts counted apart): that width; zero for
+every other code (bits, bytes, characters, objects).")
+(declaim (type (simple-array (unsigned-byte 8) (256)) **payload-element-widths**))
+
+(defun note-payload (ob code count)
+  "Tell OB's PAYLOAD-SINK, if it has one, that the payload of COUNT elements
+of the element type CODE begins at OB's position, when the elements are
+numbers of 2, 4 or 8 bytes."
+  (declare (type obuf ob) (type (unsigned-byte 8) code) (type index count))
+  (let ((sink (obuf-payload-sink ob))
+        (width (aref **payload-element-widths** code)))
+    (when (and sink (plusp width) (plusp count))
+      (sink-note-payload sink (obuf-total ob) (payload-bytes code count) width))))
+
 (defun write-specialized-vector (ob v code)
   "Tag, element type code (unless the tag says it: VECTOR-TAG), length,
 payload: in one block where PUT-COPIED-VECTOR can, otherwise piece by piece."
@@ -422,7 +449,8 @@ payload: in one block where PUT-COPIED-VECTOR can, otherwise piece by piece."
            (optimize speed))
   (let ((n (length v))
         (bits (aref **copied-element-bits** code)))
-    (unless (and (plusp bits) (< n (expt 2 55)) (put-copied-vector ob v code n bits))
+    (unless (and (plusp bits) (< n (expt 2 55)) (null (obuf-payload-sink ob))
+                 (put-copied-vector ob v code n bits))
       (let ((tag (vector-tag code)))
         (if tag
             (write-u8 ob tag)
@@ -430,6 +458,7 @@ payload: in one block where PUT-COPIED-VECTOR can, otherwise piece by piece."
                    (write-u8 ob code))))
       (write-varint ob n)
       (unless (= code +element-type-nil+) ; such a vector has no elements to write
+        (note-payload ob code n)
         (write-payload ob v code n)))))
 
 (defun read-specialized-vector (rs implied-code)
@@ -522,7 +551,8 @@ array, the array it is displaced to and the offset."
            (with-pinned-objects (storage)
              (write-octets-from-address ob (pointer-address (vector-pointer storage)) n)))
           ((= code +element-type-nil+))
-          (t (write-payload ob storage code n)))))
+          (t (note-payload ob code n)
+             (write-payload ob storage code n)))))
 
 (defun write-general-array (ss a)
   "An array that is neither a simple vector nor a T array with contents."

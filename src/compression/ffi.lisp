@@ -39,12 +39,14 @@
 (defconstant +zstd-c-compression-level+ 100 "ZSTD_c_compressionLevel")
 (defconstant +zstd-c-checksum-flag+ 201 "ZSTD_c_checksumFlag")
 (defconstant +zstd-c-nb-workers+ 400 "ZSTD_c_nbWorkers")
+(defconstant +zstd-c-job-size+ 401 "ZSTD_c_jobSize")
 (defconstant +zstd-e-continue+ 0 "ZSTD_e_continue")
 (defconstant +zstd-e-end+ 2 "ZSTD_e_end")
 (defconstant +zstd-default-level+ 3 "ZSTD_CLEVEL_DEFAULT")
 (defconstant +zstd-max-workers+ 200
   "ZSTDMT_NBWORKERS_MAX on 64-bit hosts: the most worker threads zstd takes.")
 
+(cffi:defcfun ("ZSTD_versionString" zstd-version-string) :string)
 (cffi:defcfun ("ZSTD_isError" %zstd-is-error) :unsigned-int (code :size))
 (cffi:defcfun ("ZSTD_getErrorName" %zstd-error-name) :string (code :size))
 (cffi:defcfun ("ZSTD_minCLevel" %zstd-min-level) :int)
@@ -93,6 +95,7 @@
   (favor-dec-speed :unsigned-int)
   (reserved :unsigned-int :count 3))
 
+(cffi:defcfun ("LZ4_versionString" lz4-version-string) :string)
 (cffi:defcfun ("LZ4F_isError" %lz4f-is-error) :unsigned-int (code :size))
 (cffi:defcfun ("LZ4F_getErrorName" %lz4f-error-name) :string (code :size))
 

@@ -67,10 +67,25 @@ is not a restore's own, which it reads in place).")
 (defstruct (compressing-sink (:include filter-sink) (:constructor nil))
   "A filter sink that compresses what it is given into one frame, written to
 INNER through OUTPUT, a buffer of +FILTER-BUFFER-BYTES+.  STATE is :NEW
-\(no context yet), :OPEN, or :CLOSED once finished or aborted."
+\(no context yet), :OPEN, or :CLOSED once finished or aborted.  With
+SHUFFLE, the frame's content is a shuffle container (shuffle.lisp): OFFSET
+counts the bytes given so far, RANGES holds the payloads the encoder noted,
+\(start end width) from RANGE-HEAD on, and SCRATCH the bytes of a chunk
+shuffled."
   (cell (make-context-cell) :type context-cell)
   (output nil)
-  (state :new))
+  (state :new)
+  (shuffle nil)
+  (offset 0 :type index)
+  (ranges nil)
+  (range-head 0 :type index)
+  (scratch (make-array 0 :element-type '(unsigned-byte 8))
+   :type (simple-array (unsigned-byte 8) (*))))
+
+(defgeneric compress-octets (sink octets start end)
+  (:documentation "Compress the bytes of OCTETS from START below END, the
+next of SINK's frame's content, giving the output to the sink SINK
+wraps (SINK-WRITE does, directly or through the shuffle container)."))
 
 (defgeneric open-compressor (sink)
   (:documentation "Make SINK's C context (FILL-CELL) and begin its frame;

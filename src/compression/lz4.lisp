@@ -37,11 +37,16 @@ SINK-ABORT drops it.  One store each."
   (level 0 :type fixnum)
   (chunk 0 :type index))
 
-(defun make-lz4-sink (inner &key (level 0))
+(defun make-lz4-sink (inner &key (level 0) shuffle)
   "A new LZ4-SINK compressing into the byte sink INNER at LEVEL (an integer
-from -65536 to 12, default 0).  STORE-ERROR for any other level."
+from -65536 to 12, default 0).  With SHUFFLE, the payloads of numeric
+arrays STORE gives it are byte-shuffled in the frame (a shuffle container,
+doc/COMPRESSION.md), which RESTORE reads but which `lz4 -d' does not turn
+back into the record.  STORE-ERROR for any other level."
   (check-lz4-level level)
-  (%make-lz4-sink inner level))
+  (let ((sink (%make-lz4-sink inner level)))
+    (setf (compressing-sink-shuffle sink) (and shuffle t))
+    sink))
 
 (defmethod open-compressor ((sink lz4-sink))
   (let ((context (fill-cell sink (compressing-sink-cell sink)
@@ -69,7 +74,7 @@ from -65536 to 12, default 0).  STORE-ERROR for any other level."
         (give-output sink written)))
     context))
 
-(defmethod sink-write ((sink lz4-sink) octets start end)
+(defmethod compress-octets ((sink lz4-sink) octets start end)
   (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
   (assert (<= start end (length octets)))
   (let* ((context (compressor-context sink))

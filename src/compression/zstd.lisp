@@ -6,6 +6,9 @@
 
 (in-package #:binstore)
 
+(defconstant +zstd-job-bytes+ (* 1024 1024)
+  "The bytes of input each of zstd's workers compresses at a time.")
+
 (defun check-zstd-arguments (level workers)
   "STORE-ERROR unless LEVEL is an integer among zstd's levels and WORKERS
 one from 0 to +ZSTD-MAX-WORKERS+."
@@ -31,13 +34,18 @@ returns INNER's SINK-FINISH value; SINK-ABORT drops it.  One store each."
   (level +zstd-default-level+ :type fixnum)
   (workers 0 :type fixnum))
 
-(defun make-zstd-sink (inner &key (level +zstd-default-level+) (workers 0))
+(defun make-zstd-sink (inner &key (level +zstd-default-level+) (workers 0) shuffle)
   "A new ZSTD-SINK compressing into the byte sink INNER at LEVEL (an integer
 from -131072, the fastest, to 22, the smallest; default 3) with WORKERS
-threads (0 to 200, default 0).  STORE-ERROR for any other level or number
-of workers."
+threads (0 to 200, default 0).  With SHUFFLE, the payloads of numeric
+arrays STORE gives it are byte-shuffled in the frame (a shuffle container,
+doc/COMPRESSION.md), which RESTORE reads but which `zstd -d' does not turn
+back into the record.  STORE-ERROR for any other level or number of
+workers."
   (check-zstd-arguments level workers)
-  (%make-zstd-sink inner level workers))
+  (let ((sink (%make-zstd-sink inner level workers)))
+    (setf (compressing-sink-shuffle sink) (and shuffle t))
+    sink))
 
 (defun zstd-check (code what)
   "CODE, unless it is a zstd error code: then STORE-ERROR saying WHAT
@@ -62,7 +70,11 @@ failed."
                 "asking for a checksum")
     (when (plusp (zstd-sink-workers sink))
       (zstd-check (%zstd-cctx-set-parameter context +zstd-c-nb-workers+ (zstd-sink-workers sink))
-                  "setting the number of workers"))
+                  "setting the number of workers")
+      ;; zstd's own jobs, 4 windows (8 MiB at level 3), leave a record of a
+      ;; few MiB to one worker: jobs of +ZSTD-JOB-BYTES+ share it
+      (zstd-check (%zstd-cctx-set-parameter context +zstd-c-job-size+ +zstd-job-bytes+)
+                  "setting the job size"))
     context))
 
 (defun zstd-compress (sink octets start end directive)
@@ -95,7 +107,7 @@ written the whole frame)."
                         (= (cffi:foreign-slot-value in '(:struct zstd-in-buffer) 'pos) (- end start)))
                 (return)))))))))
 
-(defmethod sink-write ((sink zstd-sink) octets start end)
+(defmethod compress-octets ((sink zstd-sink) octets start end)
   (zstd-compress sink octets start end +zstd-e-continue+))
 
 (defmethod sink-finish ((sink zstd-sink))

@@ -31,7 +31,11 @@
   ;; window.  Only in-memory sinks are holdable (a stream's staging buffer
   ;; would have to grow with the held bytes).
   (hold nil :type (or null index))
-  (holdable nil :type boolean))
+  (holdable nil :type boolean)
+  ;; A byte sink told of each numeric array payload before its bytes
+  ;; (SINK-NOTE-PAYLOAD, sinks.lisp), or NIL: only a compressing sink that
+  ;; shuffles them wants to be (see src/compression/shuffle.lisp).
+  (payload-sink nil))
 
 (declaim (inline obuf-sap obuf-total))
 (defun obuf-sap (ob) (address-pointer (obuf-base ob)))

@@ -42,6 +42,32 @@ holds (a filter: then SINK-ABORT of the sink it wraps).  Must not signal.")
     (declare (ignore sink))
     nil))
 
+;;; Numeric array payloads.  A sink may want to know where in the bytes
+;;; it is given the payloads of specialized numeric arrays lie, and the
+;;; width of their elements: a compressor byte-shuffles them (see
+;;; src/compression/shuffle.lisp).  The encoder tells such a sink of each
+;;; payload before writing it, through the OBUF's PAYLOAD-SINK; it tells no
+;;; other, at the cost of one test of that slot an array.
+
+(defgeneric sink-notes-payloads-p (sink)
+  (:documentation "True when SINK wants SINK-NOTE-PAYLOAD calls for the
+numeric array payloads among the bytes it will be given.  Asked once a
+store.")
+  (:method (sink)
+    (declare (ignore sink))
+    nil))
+
+(defgeneric sink-note-payload (sink offset count width)
+  (:documentation "The COUNT bytes from OFFSET (counted from the first byte
+SINK is given, 0) are the payload of a numeric array, elements of WIDTH
+bytes (2, 4 or 8; a complex's parts counted apart), all little-endian.
+Called, in increasing OFFSET, before SINK is given those bytes; only for a
+SINK whose SINK-NOTES-PAYLOADS-P is true.  Says where the bytes are; what
+they are does not change.")
+  (:method (sink offset count width)
+    (declare (ignore sink offset count width))
+    nil))
+
 ;;; ------------------------------------------------------------------
 ;;; Staging any byte sink.
 
@@ -71,7 +97,8 @@ returns.  When FN (or the sink) exits non-locally: SINK-ABORT, once."
                   (ob (%make-obuf :base (pointer-address (vector-pointer buffer))
                                   :capacity capacity
                                   :end (first-window-end capacity limit)
-                                  :limit limit :room-fn #'byte-sink-room :sink state)))
+                                  :limit limit :room-fn #'byte-sink-room :sink state
+                                  :payload-sink (and (sink-notes-payloads-p sink) sink))))
              (declare (dynamic-extent state ob)) ; FN is given OB for its extent only
              (funcall fn ob)
              (flush-byte-sink-obuf ob)

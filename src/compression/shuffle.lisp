@@ -1,0 +1,373 @@
+;;;; The shuffle filter: the payloads of numeric arrays byte-shuffled inside
+;;;; a compressed frame, as blosc does, so that the compressor sees the
+;;;; first bytes of every element together, then the second bytes, and so
+;;;; on.  Doubles of similar magnitude share their sign and exponent bytes;
+;;;; integers of small magnitude their high bytes: runs the compressor
+;;;; finds, which the interleaved elements hide.
+;;;;
+;;;; Where it sits.  The compressor sees only bytes; the shuffle needs to
+;;;; know which of them are array payloads and how wide their elements are.
+;;;; The encoder says so (SINK-NOTE-PAYLOAD, src/io/sinks.lisp) to a sink
+;;;; that asks, before it writes each payload; the record's bytes are the
+;;;; same as ever.  The compressing sink then frames what it compresses as
+;;;; a "shuffle container" (doc/FORMAT.md, Compressed records):
+;;;;
+;;;;   #x5F #x01, then chunks until the end of the frame's content, each
+;;;;   a kind byte K, a varint N, and N bytes:
+;;;;     K = 0        N bytes of the record as they are
+;;;;     K = 2, 4, 8  N bytes of the record, N a multiple of K from K to
+;;;;                  +MAX-SHUFFLE-CHUNK+, byte-shuffled with elements of
+;;;;                  K bytes: byte j of element i is at j*(N/K) + i
+;;;;
+;;;; #x5F is a back-reference to object 31, which no record can begin with,
+;;;; so a frame's content is a container or a record, told by its first
+;;;; byte.  The decompressing side (UNSHUFFLING-SOURCE) undoes it and gives
+;;;; the decoder the record's bytes, so the decoder knows nothing of it
+;;;; either; it reads frames with and without a container alike.
+;;;;
+;;;; A payload longer than one of the encoder's windows comes in pieces; a
+;;;; piece's partial elements at either end go out as plain chunks, so that
+;;;; every shuffled chunk holds whole elements.
+
+(in-package #:binstore)
+
+(defconstant +shuffle-marker+ #x5F
+  "The first byte of a frame content that is a shuffle container: a
+back-reference to object 31, which cannot begin a record.")
+
+(defconstant +shuffle-version+ 1
+  "The byte after +SHUFFLE-MARKER+: the container's version.")
+
+(defconstant +max-shuffle-chunk+ (* 1024 1024)
+  "The most bytes a shuffled chunk holds: a reader's buffer for one.")
+
+(defconstant +min-shuffled-payload+ 64
+  "Payloads shorter than this many bytes are not shuffled: a chunk's header
+would cost more than the shuffle gains.")
+
+;;; ------------------------------------------------------------------
+;;; Shuffling bytes
+
+(defmacro define-shuffler (name (width) &key unshuffle)
+  "Define NAME, a function (FROM FROM-START TO TO-START COUNT) that
+shuffles (or with UNSHUFFLE, unshuffles) the COUNT bytes of the octet
+vector FROM at FROM-START into TO at TO-START, elements of WIDTH bytes;
+COUNT is a multiple of WIDTH, both ranges within their vectors (checked by
+the caller) and distinct.  Eight elements at a time, each lane's eight
+bytes gathered into one 64-bit word (or one word scattered into eight
+elements' bytes); the elements after the last eight one byte at a time."
+  (let ((accessor (ecase width (2 'mem-u16) (4 'mem-u32) (8 'mem-u64)))
+        (lanes (loop for j below width collect (gensym "LANE"))))
+    (flet ((element (k) `(+ (* i ,width) ,(* k width))))
+      `(defun ,name (from from-start to to-start count)
+         (declare (type (simple-array (unsigned-byte 8) (*)) from to)
+                  (type index from-start to-start count)
+                  (optimize speed (safety 0)))
+         (let* ((m (floor count ,width))
+                (blocks (* 8 (floor m 8)))
+                ,@(loop for j below width for lane in lanes
+                        collect `(,lane (* ,j m))))
+           (declare (type index m blocks ,@lanes))
+           (with-pinned-objects (from to)
+             (let (,@(if unshuffle
+                         '((lanes (pointer+ (vector-pointer from) from-start))
+                           (elements (pointer+ (vector-pointer to) to-start)))
+                         '((elements (pointer+ (vector-pointer from) from-start))
+                           (lanes (pointer+ (vector-pointer to) to-start)))))
+               (loop for i of-type index from 0 below blocks by 8
+                     do ,(if unshuffle
+                             `(let ,(loop for j below width for lane in lanes
+                                          collect `(,lane (mem-u64 lanes (+ ,lane i))))
+                                (declare (type (unsigned-byte 64) ,@lanes))
+                                ,@(loop for k below 8
+                                        collect `(setf (,accessor elements ,(element k))
+                                                       (logior ,@(loop for j below width
+                                                                       for lane in lanes
+                                                                       collect `(ash (ldb (byte 8 ,(* 8 k)) ,lane)
+                                                                                     ,(* 8 j)))))))
+                             (let ((words (loop for k below 8 collect (gensym "WORD"))))
+                               `(let ,(loop for k below 8 for word in words
+                                            collect `(,word (,accessor elements ,(element k))))
+                                  (declare (type (unsigned-byte ,(* 8 width)) ,@words))
+                                  ,@(loop for j below width for lane in lanes
+                                          collect `(setf (mem-u64 lanes (+ ,lane i))
+                                                         (logior ,@(loop for k below 8 for word in words
+                                                                         collect `(ash (ldb (byte 8 ,(* 8 j)) ,word)
+                                                                                       ,(* 8 k))))))))))
+               (loop for i of-type index from blocks below m
+                     do ,@(loop for j below width for lane in lanes
+                                collect (if unshuffle
+                                            `(setf (mem-u8 elements (+ (* i ,width) ,j))
+                                                   (mem-u8 lanes (+ ,lane i)))
+                                            `(setf (mem-u8 lanes (+ ,lane i))
+                                                   (mem-u8 elements (+ (* i ,width) ,j)))))))))
+         nil))))
+
+(define-shuffler shuffle-2 (2))
+(define-shuffler shuffle-4 (4))
+(define-shuffler shuffle-8 (8))
+(define-shuffler unshuffle-2 (2) :unshuffle t)
+(define-shuffler unshuffle-4 (4) :unshuffle t)
+(define-shuffler unshuffle-8 (8) :unshuffle t)
+
+(defun shuffle-octets (from from-start to to-start count width &key unshuffle)
+  "Byte-shuffle (with UNSHUFFLE, unshuffle) the COUNT bytes of the octet
+vector FROM at FROM-START into TO at TO-START, elements of WIDTH (2, 4 or
+8) bytes.  Byte j of element i goes to j*(COUNT/WIDTH) + i.  Both ranges
+are checked here, once."
+  (declare (type (simple-array (unsigned-byte 8) (*)) from to) (type index from-start to-start count))
+  (assert (and (member width '(2 4 8)) (zerop (mod count width))
+               (<= (+ from-start count) (length from)) (<= (+ to-start count) (length to))
+               (not (eq from to))))
+  (funcall (if unshuffle
+               (ecase width (2 #'unshuffle-2) (4 #'unshuffle-4) (8 #'unshuffle-8))
+               (ecase width (2 #'shuffle-2) (4 #'shuffle-4) (8 #'shuffle-8)))
+           from from-start to to-start count))
+
+;;; ------------------------------------------------------------------
+;;; Compressing: the container
+
+(defmethod sink-notes-payloads-p ((sink compressing-sink))
+  (compressing-sink-shuffle sink))
+
+(defmethod sink-note-payload ((sink compressing-sink) offset count width)
+  (when (and (compressing-sink-shuffle sink) (>= count +min-shuffled-payload+))
+    (vector-push-extend (list offset (+ offset count) width)
+                        (or (compressing-sink-ranges sink)
+                            (setf (compressing-sink-ranges sink)
+                                  (make-array 16 :adjustable t :fill-pointer 0))))))
+
+(defun compress-chunk-header (sink kind count)
+  "Compress the header of a chunk of KIND and COUNT bytes."
+  (let ((header (make-array 11 :element-type '(unsigned-byte 8))))
+    (declare (dynamic-extent header))
+    (setf (aref header 0) kind)
+    (let ((end (loop for i from 1
+                     do (setf (aref header i) (logior (ldb (byte 7 0) count)
+                                                      (if (< count 128) 0 128)))
+                        (setf count (ash count -7))
+                     when (zerop count) return (1+ i))))
+      (compress-octets sink header 0 end))))
+
+(defun compress-plain-chunk (sink octets start end)
+  (when (< start end)
+    (compress-chunk-header sink 0 (- end start))
+    (compress-octets sink octets start end)))
+
+(defun compress-shuffled-chunks (sink octets start end width)
+  "The bytes of OCTETS from START below END, whole elements of WIDTH bytes,
+shuffled, in chunks of at most +MAX-SHUFFLE-CHUNK+ bytes."
+  (let ((scratch (compressing-sink-scratch sink)))
+    (loop while (< start end)
+          do (let ((n (min (- end start) (- +max-shuffle-chunk+ (mod +max-shuffle-chunk+ width)))))
+               (when (< (length scratch) n)
+                 (setf scratch (make-array (max n +filter-buffer-bytes+)
+                                           :element-type '(unsigned-byte 8))
+                       (compressing-sink-scratch sink) scratch))
+               (shuffle-octets octets start scratch 0 n width)
+               (compress-chunk-header sink width n)
+               (compress-octets sink scratch 0 n)
+               (incf start n)))))
+
+(defun compress-container-piece (sink octets start end)
+  "Compress the bytes of OCTETS from START below END, the next of the
+record, as chunks of the container: shuffled where they are whole elements
+of a payload the encoder noted, plain elsewhere."
+  (let ((ranges (compressing-sink-ranges sink))
+        (base (- (compressing-sink-offset sink) start))) ; offset of OCTETS[0]
+    (loop while (< start end)
+          do (let* ((at (+ base start))
+                    (range (loop while (and ranges
+                                            (< (compressing-sink-range-head sink) (fill-pointer ranges))
+                                            (<= (second (aref ranges (compressing-sink-range-head sink)))
+                                                at))
+                                 do (incf (compressing-sink-range-head sink))
+                                 finally (return (and ranges
+                                                      (< (compressing-sink-range-head sink)
+                                                         (fill-pointer ranges))
+                                                      (aref ranges (compressing-sink-range-head sink)))))))
+               (if (or (null range) (>= (first range) (+ base end)))
+                   (progn (compress-plain-chunk sink octets start end)
+                          (setf start end))
+                   (destructuring-bind (from to width) range
+                     (if (> from at)
+                         (let ((stop (- from base)))
+                           (compress-plain-chunk sink octets start stop)
+                           (setf start stop))
+                         ;; inside the payload: a partial element left from the
+                         ;; piece before, whole elements, a partial one cut here
+                         (let* ((stop (min end (- to base)))
+                                (lead (min (- stop start) (mod (- from at) width)))
+                                (whole (* width (floor (- stop start lead) width))))
+                           (compress-plain-chunk sink octets start (+ start lead))
+                           (compress-shuffled-chunks sink octets (+ start lead)
+                                                     (+ start lead whole) width)
+                           (compress-plain-chunk sink octets (+ start lead whole) stop)
+                           (setf start stop))))))))
+  (let ((ranges (compressing-sink-ranges sink))
+        (head (compressing-sink-range-head sink)))
+    (when (and ranges (plusp head))
+      ;; forget the ranges done with: those noted and not yet reached stay
+      (replace ranges ranges :start2 head)
+      (setf (fill-pointer ranges) (- (fill-pointer ranges) head)
+            (compressing-sink-range-head sink) 0))))
+
+(defmethod sink-write ((sink compressing-sink) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (assert (<= start end (length octets)))
+  (cond ((not (compressing-sink-shuffle sink))
+         (compress-octets sink octets start end))
+        (t
+         (when (and (zerop (compressing-sink-offset sink)) (< start end))
+           (let ((marker (make-array 2 :element-type '(unsigned-byte 8)
+                                       :initial-contents (list +shuffle-marker+
+                                                               +shuffle-version+))))
+             (compress-octets sink marker 0 2)))
+         (compress-container-piece sink octets start end)))
+  (incf (compressing-sink-offset sink) (- end start)))
+
+;;; ------------------------------------------------------------------
+;;; Decompressing: undoing the container
+
+(defstruct (unshuffling-source (:include filter-source)
+                               (:constructor make-unshuffling-source (inner)))
+  "A byte source giving the record a compressed frame holds, whether the
+frame's content is the record itself or a shuffle container: INNER is the
+frame's decompressing source.  MODE is :START (nothing read yet), :PLAIN
+\(the content is the record: read through), or :CONTAINER.  In a container,
+KIND and LEFT are the current chunk's kind and the bytes of it not yet
+read; the bytes of a shuffled chunk, unshuffled, wait in PENDING from
+PENDING-POS below PENDING-END; SCRATCH holds a shuffled chunk as read.
+CONTENT counts the content's bytes read, for messages."
+  (mode :start)
+  (kind 0 :type (unsigned-byte 8))
+  (left 0 :type index)
+  (pending nil)
+  (pending-pos 0 :type index)
+  (pending-end 0 :type index)
+  (scratch nil)
+  (content 0 :type index))
+
+(defmethod source-greedy-p ((source unshuffling-source))
+  (source-greedy-p (filter-source-inner source)))
+
+(defmethod release-compression-context ((source unshuffling-source))
+  (setf (unshuffling-source-pending source) nil
+        (unshuffling-source-scratch source) nil)
+  (release-compression-context (filter-source-inner source)))
+
+(defun container-invalid (source message)
+  "INVALID-INPUT for a malformed shuffle container, at the offset of the
+compressed bytes the decompressor was reading."
+  (let ((inner (filter-source-inner source)))
+    (error 'invalid-input
+           :offset (+ (decompressing-source-base-offset inner)
+                      (decompressing-source-consumed inner))
+           :message (format nil "~a (at byte ~d of the ~a frame's content)"
+                            message (unshuffling-source-content source) (method-name inner))
+           :expected "a well-formed shuffle container (doc/FORMAT.md, Compressed records)")))
+
+(defun read-content (source octets start end)
+  "Read content bytes from SOURCE's inner source into OCTETS from START
+below END; return the index after the last one (below END at the end of
+the content)."
+  (let ((after (source-read (filter-source-inner source) octets start end)))
+    (incf (unshuffling-source-content source) (- after start))
+    after))
+
+(defun read-content-byte (source)
+  "The next byte of the content, or NIL at its end."
+  (let ((one (make-array 1 :element-type '(unsigned-byte 8))))
+    (declare (dynamic-extent one))
+    (and (= 1 (read-content source one 0 1)) (aref one 0))))
+
+(defun read-chunk-header (source)
+  "Read the next chunk's header into SOURCE; false at the end of the
+content.  A bad kind, a length that is not a positive multiple of the
+width, or one past +MAX-SHUFFLE-CHUNK+ for a shuffled chunk, or a header
+cut short, is INVALID-INPUT."
+  (let ((kind (read-content-byte source)))
+    (when kind
+      (unless (member kind '(0 2 4 8))
+        (container-invalid source (format nil "chunk kind ~d in a shuffle container" kind)))
+      (let ((count (loop for shift from 0 by 7
+                         for byte = (read-content-byte source)
+                         sum (ash (logand (or byte 0) 127) shift) into count
+                         do (cond ((null byte)
+                                   (container-invalid source "a shuffle container ends inside a chunk's header"))
+                                  ((>= shift 56)
+                                   (container-invalid source "a chunk length of more than 8 bytes"))
+                                  ((< byte 128) (return count))))))
+        (unless (or (zerop kind)
+                    (and (plusp count) (<= count +max-shuffle-chunk+) (zerop (mod count kind))))
+          (container-invalid source (format nil "a shuffled chunk of ~d bytes of width ~d: ~
+                                                 the length must be a multiple of the width ~
+                                                 from it to ~d"
+                                            count kind +max-shuffle-chunk+)))
+        (setf (unshuffling-source-kind source) kind
+              (unshuffling-source-left source) count)
+        t))))
+
+(defun load-shuffled-chunk (source)
+  "Read the whole shuffled chunk whose header was read and unshuffle it
+into PENDING."
+  (let* ((count (unshuffling-source-left source))
+         (scratch (unshuffling-source-scratch source))
+         (pending (unshuffling-source-pending source)))
+    (when (< (length (or scratch #())) count)
+      (setf scratch (make-array (max count +filter-buffer-bytes+) :element-type '(unsigned-byte 8))
+            pending (make-array (length scratch) :element-type '(unsigned-byte 8))
+            (unshuffling-source-scratch source) scratch
+            (unshuffling-source-pending source) pending))
+    (unless (= count (read-content source scratch 0 count))
+      (container-invalid source "a shuffle container ends inside a chunk"))
+    (shuffle-octets scratch 0 pending 0 count (unshuffling-source-kind source) :unshuffle t)
+    (setf (unshuffling-source-pending-pos source) 0
+          (unshuffling-source-pending-end source) count
+          (unshuffling-source-left source) 0)))
+
+(defmethod source-read ((source unshuffling-source) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (when (eq (unshuffling-source-mode source) :start)
+    (when (>= start end)
+      (return-from source-read start))
+    ;; the first byte says which
+    (let ((after (read-content source octets start (1+ start))))
+      (cond ((= after start)            ; empty content
+             (setf (unshuffling-source-mode source) :plain)
+             (return-from source-read start))
+            ((/= (aref octets start) +shuffle-marker+)
+             (setf (unshuffling-source-mode source) :plain)
+             (return-from source-read (read-content source octets after end)))
+            (t
+             (let ((version (read-content-byte source)))
+               (unless (eql version +shuffle-version+)
+                 (container-invalid source (format nil "shuffle container version ~a"
+                                                   (or version "missing")))))
+             (setf (unshuffling-source-mode source) :container)))))
+  (when (eq (unshuffling-source-mode source) :plain)
+    (return-from source-read (read-content source octets start end)))
+  (let ((pos start))
+    (declare (type index pos))
+    (loop while (< pos end)
+          do (cond ((< (unshuffling-source-pending-pos source)
+                       (unshuffling-source-pending-end source))
+                    (let ((n (min (- end pos) (- (unshuffling-source-pending-end source)
+                                                 (unshuffling-source-pending-pos source)))))
+                      (replace octets (unshuffling-source-pending source)
+                               :start1 pos :end1 (+ pos n)
+                               :start2 (unshuffling-source-pending-pos source))
+                      (incf (unshuffling-source-pending-pos source) n)
+                      (incf pos n)))
+                   ((plusp (unshuffling-source-left source))
+                    (if (zerop (unshuffling-source-kind source))
+                        (let* ((want (min (- end pos) (unshuffling-source-left source)))
+                               (after (read-content source octets pos (+ pos want))))
+                          (unless (= after (+ pos want))
+                            (container-invalid source "a shuffle container ends inside a chunk"))
+                          (decf (unshuffling-source-left source) want)
+                          (setf pos after))
+                        (load-shuffled-chunk source)))
+                   ((not (read-chunk-header source))
+                    (return))))
+    pos))
