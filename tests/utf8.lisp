@@ -121,7 +121,7 @@ back: every SBCL string round-trips."
     ((#x41 #xC3 #xA9 #x80) 3 (#x80) "continuation"))
   "Each class of ill-formed input.")
 
-(defun first-invalid (utf8-octets &rest arguments)
+(defun first-invalid (octets &rest arguments)
   "The INVALID-UTF8 UTF8-DECODE of OCTETS (with ARGUMENTS) signals, or NIL."
   (handler-case (progn (apply #'binstore:utf8-decode octets arguments) nil)
     (binstore:invalid-utf8 (c) c)))
@@ -152,7 +152,7 @@ the word-at-a-time steps, and behind START (the offset is in the vector)."
          (c (first-invalid (utf8-octets "é€😀é€😀" #xC0 #x80))))
     (is (= (length good) (binstore:invalid-utf8-offset c)))))
 
-(defun decode-replacing (utf8-octets &rest arguments)
+(defun decode-replacing (octets &rest arguments)
   "UTF8-DECODE of OCTETS with every INVALID-UTF8 replaced; the string and
 the offsets signalled."
   (let ((offsets '()))
@@ -227,7 +227,7 @@ replacement."
                             'list))
              (damaged (loop for b in valid
                             collect (if (zerop (random 25 state)) (random 256 state) b)))
-             (utf8-octets (coerce (if (zerop (random 4 state))
+             (octets (coerce (if (zerop (random 4 state))
                                  (loop repeat (random 40 state) collect (random 256 state))
                                  damaged)
                              '(simple-array (unsigned-byte 8) (*))))
