@@ -665,60 +665,59 @@ value, checked against the slot's CHECK."
 (defun read-class-descriptor-of-class (rs kind name slot-names)
   "The restore descriptor of a class descriptor of KIND (not :CODEC)
 naming the class NAME and its stored SLOT-NAMES."
-  (progn
-    (let ((class (find-or-ask-class rs name)))
-      (unless (typep class (ecase kind
-                             (#.+class-kind-structure+ 'structure-class)
-                             (#.+class-kind-standard-object+ 'standard-class)
-                             (#.+class-kind-condition+ 'condition-class)))
-        (restore-invalid rs (format nil "class ~s is not of the stored kind" (class-name class))
-                         "a class of the same kind"))
-      (ensure-class-finalized class)
-      (let* ((allocate (instance-allocator class))
-             ;; the extension points with methods for the class are asked
-             ;; with an instance of it, made once, when one is needed
-             (prototype (let ((instance nil))
-                          (lambda () (or instance (setf instance (funcall allocate))))))
-             (finish (finish-functions rs class prototype)))
-        (if (upgrade-p class kind prototype slot-names)
+  (let ((class (find-or-ask-class rs name)))
+    (unless (typep class (ecase kind
+                           (#.+class-kind-structure+ 'structure-class)
+                           (#.+class-kind-standard-object+ 'standard-class)
+                           (#.+class-kind-condition+ 'condition-class)))
+      (restore-invalid rs (format nil "class ~s is not of the stored kind" (class-name class))
+                       "a class of the same kind"))
+    (ensure-class-finalized class)
+    (let* ((allocate (instance-allocator class))
+           ;; the extension points with methods for the class are asked
+           ;; with an instance of it, made once, when one is needed
+           (prototype (let ((instance nil))
+                        (lambda () (or instance (setf instance (funcall allocate))))))
+           (finish (finish-functions rs class prototype)))
+      (if (upgrade-p class kind prototype slot-names)
+          (register-always
+           rs (make-restore-descriptor class allocate #() nil nil nil
+                                       (typep class 'structure-class)
+                                       :finish finish :upgrade t :slot-names slot-names))
+          (let* ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
+                                slot-names))
+                 (transforms (restore-transforms class kind prototype slots))
+                 (checks (slot-checks slots))
+                 (new-slots (and (not (member #'initialize-instance finish))
+                                 (new-slot-names class slots))))
             (register-always
-             rs (make-restore-descriptor class allocate #() nil nil nil
-                                         (typep class 'structure-class)
-                                         :finish finish :upgrade t :slot-names slot-names))
-            (let* ((slots (mapcar (lambda (slot-name) (find-or-ask-slot rs class slot-name))
-                                  slot-names))
-                   (transforms (restore-transforms class kind prototype slots))
-                   (checks (slot-checks slots))
-                   (new-slots (and (not (member #'initialize-instance finish))
-                                   (new-slot-names class slots))))
-              (register-always
-               rs (make-restore-descriptor
-                   class
-                   (if new-slots
-                       ;; what CLOS does for slots a redefined class adds: their
-                       ;; initforms, which cannot see the other slots, so they
-                       ;; may run before the stored slots are filled
-                       (lambda () (shared-initialize (funcall allocate) new-slots))
-                       allocate)
-                   (if transforms
-                       (map 'vector (lambda (slotd transform check)
-                                      (and slotd (transformed-setter
-                                                  rs class (slot-setter class slotd)
-                                                  check transform)))
-                            slots transforms (or checks (make-list (length slots))))
-                       (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots))
-                   ;; a transformed value is checked by its setter
-                   (if transforms
-                       (and checks
-                            (map 'vector (lambda (check transform) (and (not transform) check))
-                                 checks transforms))
-                       checks)
-                   ;; a transformed value goes through its setter, and an
-                   ;; instance with FINISH functions through FILL-EXTENDED-INSTANCE
-                   (and (not transforms) (not finish) (restore-slot-locations class slots))
-                   (and (not transforms) (not finish) (restore-slot-raw-kinds class slots))
-                   (typep class 'structure-class)
-                   :finish finish))))))))
+             rs (make-restore-descriptor
+                 class
+                 (if new-slots
+                     ;; what CLOS does for slots a redefined class adds: their
+                     ;; initforms, which cannot see the other slots, so they
+                     ;; may run before the stored slots are filled
+                     (lambda () (shared-initialize (funcall allocate) new-slots))
+                     allocate)
+                 (if transforms
+                     (map 'vector (lambda (slotd transform check)
+                                    (and slotd (transformed-setter
+                                                rs class (slot-setter class slotd)
+                                                check transform)))
+                          slots transforms (or checks (make-list (length slots))))
+                     (map 'vector (lambda (slotd) (and slotd (slot-setter class slotd))) slots))
+                 ;; a transformed value is checked by its setter
+                 (if transforms
+                     (and checks
+                          (map 'vector (lambda (check transform) (and (not transform) check))
+                               checks transforms))
+                     checks)
+                 ;; a transformed value goes through its setter, and an
+                 ;; instance with FINISH functions through FILL-EXTENDED-INSTANCE
+                 (and (not transforms) (not finish) (restore-slot-locations class slots))
+                 (and (not transforms) (not finish) (restore-slot-raw-kinds class slots))
+                 (typep class 'structure-class)
+                 :finish finish)))))))
 
 (declaim (inline read-instance-header fill-instance))
 (defun read-instance-header (rs)
