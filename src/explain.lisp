@@ -539,19 +539,19 @@ of what was read."
       (when (cursor-at-end-p cursor)
         (error 'truncated-input :offset (cursor-pos cursor) :message "the record has no object"
                                 :expected "an object"))
-      (let ((tracking (find-if (lambda (name) (ex-peek-is ex name))
-                               '(:tracking :no-tracking :full-tracking))))
-        (when tracking
-          (let ((flags (field (ex-record-tag
-                               ex tracking
-                               (lambda (text)
-                                 (let ((flags (cond ((eq tracking :no-tracking) 0)
-                                                    ((eq tracking :full-tracking) 3))))
-                                   (format nil "~a~@[: ~a~]" text
-                                           (and flags (tracking-flags-text flags))))))
-                              'flags)))
-            (setf (ex-track-objects ex) (logtest flags +track-objects+)
-                  (ex-track-conses ex) (logtest flags +track-conses+)))))
+      (let ((flags (record-tracking-flags
+                    (lambda (name) (ex-peek-is ex name))
+                    (lambda (tracking)
+                      (ex-record-tag
+                       ex tracking
+                       (lambda (text)
+                         (let ((flags (cond ((eq tracking :no-tracking) 0)
+                                            ((eq tracking :full-tracking) 3))))
+                           (format nil "~a~@[: ~a~]" text
+                                   (and flags (tracking-flags-text flags))))))))))
+        (when flags
+          (setf (ex-track-objects ex) (logtest flags +track-objects+)
+                (ex-track-conses ex) (logtest flags +track-conses+))))
       (when (ex-peek-is ex :dictionary)
         ;; the entries take the first ids; EXPLAIN does not know what they are
         (let* ((offset (cursor-pos cursor))

@@ -376,12 +376,11 @@ own (family \"record: NAME\"); return the fields."
       (when (cursor-at-end-p cursor)
         (error 'truncated-input :offset (cursor-pos cursor) :message "the record has no object"
                                 :expected "an object"))
-      (let ((tracking (find-if (lambda (name) (st-peek-is st name))
-                               '(:tracking :no-tracking :full-tracking))))
-        (when tracking
-          (let ((flags (field (st-record-tag st tracking) 'flags)))
-            (setf (st-track-objects st) (logtest flags +track-objects+)
-                  (st-track-conses st) (logtest flags +track-conses+)))))
+      (let ((flags (record-tracking-flags (lambda (name) (st-peek-is st name))
+                                          (lambda (name) (st-record-tag st name)))))
+        (when flags
+          (setf (st-track-objects st) (logtest flags +track-objects+)
+                (st-track-conses st) (logtest flags +track-conses+))))
       (when (st-peek-is st :dictionary)
         ;; the entries of a shared dictionary take the first ids; what they
         ;; are is not in the file (an instance of a class entry ends the count)

@@ -532,6 +532,12 @@ restoring."
          (standard-instance-allocator class))
         (t (lambda () (allocate-instance class)))))
 
+(defun read-name-interactively (prompt)
+  "The arguments of a restart that takes a name: one object read from
+*QUERY-IO* after PROMPT."
+  (format *query-io* prompt)
+  (list (read *query-io*)))
+
 (defun find-or-ask-class (rs name)
   (or (and (symbolp name) (find-class name nil))
       (restart-case
@@ -539,9 +545,7 @@ restoring."
                                 :message "no such class")
         (use-other-class (class)
           :report "Use another class instead."
-          :interactive (lambda ()
-                         (format *query-io* "Class name: ")
-                         (list (read *query-io*)))
+          :interactive (lambda () (read-name-interactively "Class name: "))
           (find-or-ask-class rs (if (typep class 'class) (class-name class) class))))))
 
 (defun find-or-ask-slot (rs class name)
@@ -559,9 +563,7 @@ when the caller chose to discard it."
             nil)
           (use-other-slot (other)
             :report "Store the values in another slot."
-            :interactive (lambda ()
-                           (format *query-io* "Slot name: ")
-                           (list (read *query-io*)))
+            :interactive (lambda () (read-name-interactively "Slot name: "))
             (find-or-ask-slot rs class other))))))
 
 (defun find-or-ask-codec (rs name)
@@ -576,9 +578,7 @@ MISSING-CODEC choose: NIL to skip (restore its objects as NIL)."
           nil)
         (use-other-codec (other)
           :report "Use another codec instead."
-          :interactive (lambda ()
-                         (format *query-io* "Codec name: ")
-                         (list (read *query-io*)))
+          :interactive (lambda () (read-name-interactively "Codec name: "))
           (find-or-ask-codec rs other)))))
 
 (defun codec-restore-descriptor (rs name slot-names)

@@ -338,6 +338,15 @@ FIELDS with each field read pushed on it (an alist, newest first)."
                      (setf queue (append next queue))))))
       fields)))
 
+(defun record-tracking-flags (peek-is record-tag)
+  "Read the tracking tag that may begin a record's contents, with the
+reader's PEEK-IS (a tag's name -> true when that tag comes next) and
+RECORD-TAG (a tag's name -> its fields, the tag read); return its flags, or
+NIL when there is none.  The readers built on the grammar (this decoder,
+EXPLAIN, FILE-STATISTICS) share it."
+  (let ((tracking (find-if peek-is '(:tracking :no-tracking :full-tracking))))
+    (and tracking (field (funcall record-tag tracking) 'flags))))
+
 (defun read-magic (cursor octets)
   "Read OCTETS, binstore's magic number, and require a byte after them
 \(the version); signal NOT-BINSTORE-DATA otherwise."
@@ -1029,12 +1038,11 @@ allows signals RESTORE-LIMIT-EXCEEDED (:nesting)."
       (when (cursor-at-end-p cursor)
         (error 'truncated-input :offset (cursor-pos cursor) :message "the record has no object"
                                 :expected "an object"))
-      (let ((tracking (find-if (lambda (name) (rf-peek-is rf name))
-                               '(:tracking :no-tracking :full-tracking))))
-        (when tracking
-          (let ((flags (field (rf-record-tag rf tracking) 'flags)))
-            (setf (rf-track-objects rf) (logtest flags +track-objects+)
-                  (rf-track-conses rf) (logtest flags +track-conses+)))))
+      (let ((flags (record-tracking-flags (lambda (name) (rf-peek-is rf name))
+                                          (lambda (name) (rf-record-tag rf name)))))
+        (when flags
+          (setf (rf-track-objects rf) (logtest flags +track-objects+)
+                (rf-track-conses rf) (logtest flags +track-conses+))))
       (when (rf-peek-is rf :dictionary)
         ;; the reference decoder is never given the dictionary's entries
         (let* ((start (cursor-pos cursor))
