@@ -92,11 +92,15 @@ for the message of a failed read."
 (defmethod source-greedy-p ((source fd-source))
   (fd-source-greedy source))
 
-(defmethod source-read ((source fd-source) octets start end)
-  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+(defun read-fd-into (fd octets start end fail)
+  "read(2) from the descriptor FD into OCTETS from START until END or the
+end of the file, reading again when a signal interrupts; return the index
+after the last byte read.  A failing read calls FAIL with the errno and
+the index reached (FAIL does not return)."
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end)
+           (type function fail))
   (with-pinned-objects (octets)
-    (let ((pos start)
-          (fd (fd-source-fd source)))
+    (let ((pos start))
       (declare (type index pos))
       (loop while (< pos end)
             do (multiple-value-bind (n errno)
@@ -104,9 +108,17 @@ for the message of a failed read."
                  (cond ((and n (zerop n)) (return))
                        (n (incf pos n))
                        ((eql errno +eintr+))
-                       (t (error 'restore-error
-                                 :offset (+ (fd-source-offset source) (- pos start))
-                                 :message (format nil "read failed: ~a" (errno-text errno)))))))
+                       (t (funcall fail errno pos)))))
+      pos)))
+
+(defmethod source-read ((source fd-source) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (flet ((fail (errno pos)
+           (error 'restore-error
+                  :offset (+ (fd-source-offset source) (- pos start))
+                  :message (format nil "read failed: ~a" (errno-text errno)))))
+    (declare (dynamic-extent #'fail))
+    (let ((pos (read-fd-into (fd-source-fd source) octets start end #'fail)))
       (incf (fd-source-offset source) (- pos start))
       pos)))
 

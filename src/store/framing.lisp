@@ -130,18 +130,10 @@ exactly the size it announces, signals STORE-CORRUPTED about PLACE."
   "read(2) from FD into OCTETS from START until END or the end of the file;
 return the index after the last byte read.  A failing read signals
 BINSTORE-FILE-ERROR about PLACE."
-  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
-  (with-pinned-objects (octets)
-    (let ((pos start))
-      (declare (type index pos))
-      (loop while (< pos end)
-            do (multiple-value-bind (n errno)
-                   (system-read fd (pointer+ (vector-pointer octets) pos) (- end pos))
-                 (cond ((and n (zerop n)) (return))
-                       (n (incf pos n))
-                       ((eql errno +eintr+))
-                       (t (errno-fail place errno "cannot read the store file")))))
-      pos)))
+  (read-fd-into fd octets start end
+                (lambda (errno pos)
+                  (declare (ignore pos))
+                  (errno-fail place errno "cannot read the store file"))))
 
 (defun read-store-header (fd file-size place)
   "Read and check the header of the store file open on FD (at its start),
