@@ -214,7 +214,7 @@ A plist of microseconds, and :SIZE, the file's bytes."
                                (let* ((payload (binstore::snapshot-payload
                                                 (binstore::persistent-store-snapshot store)))
                                       (table (let ((start (now)))
-                                               (prog1 (binstore::deserialize-roots payload path)
+                                               (prog1 (binstore::deserialize-roots payload path binstore::+store-header-bytes+)
                                                  (note :restore start))))
                                       (bytes (let ((start (now)))
                                                (prog1 (binstore::serialize-roots table)

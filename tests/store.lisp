@@ -265,6 +265,96 @@ store signal TRANSACTION-ERROR, a STORE-ERROR, naming the store's file."
     (binstore:with-store (store path)
       (is (equal "quick" (binstore:with-transaction (store) (binstore:root store :a)))))))
 
+(defun le-field (octets offset bytes)
+  "The little-endian unsigned integer of BYTES bytes at OFFSET in OCTETS."
+  (loop for k below bytes sum (ash (aref octets (+ offset k)) (* 8 k))))
+
+(test commits-in-place
+  "With :DURABILITY :NONE the first commit to a file written with :FSYNC
+replaces it with one whose header allows commits in place; the next ones
+are made in place: the file keeps its inode, the payload alternates
+between just after the header and just after the live one, the file stays
+within three payloads, and every state is read by another store."
+  (with-store-file (path)
+    (put-roots path :a "x")
+    (let ((inode nil)
+          (offsets '()))
+      (binstore:with-store (store path :durability :none)
+        (binstore:with-transaction (store)
+          (setf (binstore:root store :a) "first"))
+        (is (= #xFFFFFFFFFFFFFFFF (le-field (file-octets path) 40 8)))
+        (setf inode (file-inode path))
+        (loop for i from 0 below 8
+              for length = (+ 1000 (* 10 i))
+              do (binstore:with-transaction (store)
+                   (setf (binstore:root store :a) (make-string length :initial-element #\y)))
+                 (let ((octets (file-octets path)))
+                   (push (le-field octets 24 8) offsets)
+                   (is (= 2 (le-field octets 8 2)))
+                   (is (<= (length octets) (+ 56 (* 3 (le-field octets 32 8))))))
+                 (is (= inode (file-inode path)))
+                 (binstore:with-store (other path :read-only t)
+                   (is (= length (length (binstore:with-transaction (other)
+                                           (binstore:root other :a))))))))
+      (is (member 56 offsets))
+      (is (find-if (lambda (offset) (> offset 56)) offsets))
+      ;; a commit with :FSYNC makes the file whole again: payload at 56,
+      ;; the file exactly as long as header and payload
+      (put-roots path :a "z")
+      (let ((octets (file-octets path)))
+        (is (= 56 (le-field octets 24 8)))
+        (is (= (length octets) (+ 56 (le-field octets 32 8)) (le-field octets 40 8)))))))
+
+(test interrupted-commit-in-place
+  "A commit in place whose payload write fails (a full disk) leaves the
+state as it was, though the file may be longer; the store goes on, and a
+store opened afresh reads the file."
+  (with-store-file (path)
+    (put-roots path :a (make-string 3000 :initial-element #\x))
+    (binstore:with-store (store path :durability :none)
+      (let ((binstore::*commit-write-fault*
+              (lambda ()
+                (error 'binstore:store-error :message "write failed: No space left on device"))))
+        (dotimes (i 2)
+          (signals binstore:store-error
+            (binstore:with-transaction (store)
+              (setf (binstore:root store :a) (make-string (+ 4000 i) :initial-element #\n))))))
+      (is (= 3000 (length (binstore:with-transaction (store) (binstore:root store :a)))))
+      (binstore:with-store (other path)
+        (is (= 3000 (length (binstore:with-transaction (other) (binstore:root other :a))))))
+      (binstore:with-transaction (store)
+        (setf (binstore:root store :a) "new"))
+      (binstore:with-store (other path)
+        (is (equal "new" (binstore:with-transaction (other) (binstore:root other :a))))))))
+
+(test version-1-files
+  "A version 1 file (a 40-byte header, the payload at 40) is read, and its
+first commit, even with :DURABILITY :NONE, writes a whole version 2 file."
+  (with-store-file (path)
+    (let* ((table (let ((table (make-hash-table :test 'equal)))
+                    (setf (gethash :a table) "old format")
+                    table))
+           (payload (binstore::serialize-roots table))
+           (header (make-array 40 :element-type '(unsigned-byte 8) :initial-element 0)))
+      (replace header #(#x89 #x42 #x53 #x54 #x4F #x52 #x45 #x0A))
+      (flet ((put (value offset bytes)
+               (dotimes (k bytes) (setf (aref header (+ offset k)) (ldb (byte 8 (* 8 k)) value)))))
+        (put 1 8 2) (put 40 10 2) (put 12345 12 4) (put 7 16 8) (put (length payload) 24 8)
+        (put (bit-crc32c payload) 32 4)
+        (put (bit-crc32c (subseq header 0 36)) 36 4))
+      (put-file-octets path (concatenate '(vector (unsigned-byte 8)) header payload))
+      (binstore:with-store (store path :durability :none)
+        (is (equal "old format" (binstore:with-transaction (store) (binstore:root store :a))))
+        (binstore:with-transaction (store)
+          (setf (binstore:root store :b) 2)))
+      (let ((octets (file-octets path)))
+        (is (= 2 (le-field octets 8 2)))
+        (is (= 8 (le-field octets 16 8))))
+      (binstore:with-store (store path)
+        (is (equal '("old format" 2)
+                   (binstore:with-transaction (store)
+                     (list (binstore:root store :a) (binstore:root store :b)))))))))
+
 (test symbolic-link-followed
   "A store opened through a symbolic link replaces the link's target; the
 link stays a link, and the lock file is beside the target."
@@ -320,7 +410,7 @@ value."
           (let ((condition (corruption-of (lambda () (binstore:with-transaction (store :read-only t))))))
             (is (typep condition 'binstore:store-corrupted))
             (is (typep condition 'file-error))
-            (is (eql 40 (and condition (binstore:store-corrupted-offset condition)))))
+            (is (eql binstore::+store-header-bytes+ (and condition (binstore:store-corrupted-offset condition)))))
           ;; and a write transaction writes nothing over it
           (signals binstore:store-corrupted
             (binstore:with-transaction (store) (setf (binstore:root store :a) 1)))
@@ -343,11 +433,11 @@ directory are refused with clear conditions, and left as they were."
     (delete-file path)
     (put-roots path :a 1)
     (let ((newer (file-octets path)))
-      (setf (aref newer 8) 2)
+      (setf (aref newer 8) 3)
       (put-file-octets path newer)
       (let ((condition (corruption-of (lambda () (binstore:open-store path)))))
         (is (eql 8 (binstore:store-corrupted-offset condition)))
-        (is (search "version 2, newer" (princ-to-string condition))))
+        (is (search "version 3, newer" (princ-to-string condition))))
       (is (equalp newer (file-octets path))))
     (put-file-octets path #())
     (is (search "empty" (princ-to-string (corruption-of (lambda () (binstore:open-store path))))))

@@ -367,3 +367,27 @@ errno."
 no unwinding, no exit hooks, no flushing of Lisp streams.  For a forked
 child, which must not run the parent's cleanup code."
   (sb-ext:exit :code code :abort t))
+
+;;; Writing in place (the store's commits with durability :NONE) ------------
+
+(defun system-pwrite (fd pointer count offset)
+  "pwrite(2) at most COUNT bytes at POINTER to the descriptor FD at the file
+OFFSET, once (not retried on EINTR): the number written, or NIL and the
+errno."
+  (let ((written (sb-alien:alien-funcall
+                  (sb-alien:extern-alien "pwrite" (function sb-alien:long sb-alien:int
+                                                            sb-alien:system-area-pointer
+                                                            sb-alien:unsigned-long sb-alien:long))
+                  fd pointer count offset)))
+    (if (minusp written)
+        (values nil (sb-alien:get-errno))
+        (values written nil))))
+
+(defun system-ftruncate (fd length)
+  "ftruncate(2) the file open on FD to LENGTH bytes: T, or NIL and the errno."
+  (returning-errno (sb-posix:ftruncate fd length)))
+
+(defun system-seek (fd offset)
+  "lseek(2) the descriptor FD to OFFSET from the file's start: T, or NIL and
+the errno."
+  (returning-errno (sb-posix:lseek fd offset sb-posix:seek-set)))

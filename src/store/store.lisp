@@ -17,17 +17,26 @@
 
 (in-package #:binstore)
 
-(defstruct (snapshot (:constructor make-snapshot (generation nonce crc payload))
+(defstruct (snapshot (:constructor make-snapshot
+                         (generation nonce crc payload
+                          &optional (version 0) (offset 0) (size 0) (longest 0)))
                      (:copier nil) (:predicate nil))
   "One committed state of a store file, as read from it or written to it:
 its header's GENERATION (0: no file), NONCE and CRC, the PAYLOAD octets,
 and ROOTS, the root table restored from them for read-only transactions
 \(NIL until one needs it).  A read-write transaction never gets ROOTS: it
-restores a copy of its own, which it may change."
+restores a copy of its own, which it may change.  VERSION is the file's
+format version (0: no file), OFFSET where the payload is in it, SIZE the
+file's size and LONGEST the size its header allows: what a commit in place
+needs to know."
   (generation 0 :type (unsigned-byte 64) :read-only t)
   (nonce 0 :type (unsigned-byte 32) :read-only t)
   (crc 0 :type (unsigned-byte 32) :read-only t)
   (payload nil :type (simple-array (unsigned-byte 8) (*)) :read-only t)
+  (version 0 :type (unsigned-byte 16) :read-only t)
+  (offset 0 :type (unsigned-byte 64) :read-only t)
+  (size 0 :type (unsigned-byte 64) :read-only t)
+  (longest 0 :type (unsigned-byte 64) :read-only t)
   (roots nil))
 
 (defstruct (persistent-store (:constructor %make-persistent-store
@@ -70,21 +79,21 @@ and its identity and sharing do not depend on the caller's bindings."
                    :output-magic-number t :output-end-marker nil
                    :compression nil :max-to-write nil))
 
-(defun deserialize-roots (payload place)
-  "The root table in PAYLOAD, read from the store file PLACE.  Bytes that
+(defun deserialize-roots (payload place offset)
+  "The root table in PAYLOAD, read from the store file PLACE, where it is at
+OFFSET (for the offsets in messages).  Bytes that
 are not a root table signal STORE-CORRUPTED (the payload's checksum
 matched, so a program other than binstore wrote them)."
   (let ((table (handler-bind ((invalid-input
                                 (lambda (condition)
                                   (corrupted place
-                                             (+ +store-header-bytes+
-                                                (or (restore-error-offset condition) 0))
+                                             (+ offset (or (restore-error-offset condition) 0))
                                              (invalid-input-expected condition)
                                              "the payload is not valid binstore data: ~a"
                                              (binstore-error-message condition)))))
                  (restore payload :max-to-read nil :require-header t))))
     (unless (and (hash-table-p table) (eq (hash-table-test table) 'equal))
-      (corrupted place +store-header-bytes+ "an EQUAL hash table of roots"
+      (corrupted place offset "an EQUAL hash table of roots"
                  "the payload holds ~a, not a root table" (brief table)))
     table))
 
@@ -140,19 +149,27 @@ file signals STORE-CORRUPTED; one that cannot be read, BINSTORE-FILE-ERROR."
                            (= (snapshot-generation cached) (store-header-generation header))
                            (= (snapshot-nonce cached) (store-header-nonce header))
                            (= (snapshot-crc cached) (store-header-crc header))
+                           (= (snapshot-version cached) (store-header-version header))
+                           (= (snapshot-offset cached) (store-header-offset header))
+                           (= (snapshot-size cached) (file-status-size status))
                            (= (length (snapshot-payload cached)) (store-header-length header)))
                       cached
                       (setf (persistent-store-snapshot store)
                             (make-snapshot (store-header-generation header)
                                            (store-header-nonce header)
                                            (store-header-crc header)
-                                           (read-store-payload fd header place))))))))))))
+                                           (read-store-payload fd header place)
+                                           (store-header-version header)
+                                           (store-header-offset header)
+                                           (file-status-size status)
+                                           (store-header-longest header))))))))))))
 
 (defun snapshot-shared-roots (snapshot place)
   "The root table of SNAPSHOT shared by read-only transactions: restored
 the first time one asks, then kept with the snapshot."
   (or (snapshot-roots snapshot)
-      (setf (snapshot-roots snapshot) (deserialize-roots (snapshot-payload snapshot) place))))
+      (setf (snapshot-roots snapshot)
+            (deserialize-roots (snapshot-payload snapshot) place (snapshot-offset snapshot)))))
 
 ;;; Committing ---------------------------------------------------------------
 
@@ -168,23 +185,66 @@ the CRC32C of the process id, a counter and the clock."
                       (system-microseconds) (get-universal-time))))
     (crc32c (map '(simple-array (unsigned-byte 8) (*)) #'char-code seed))))
 
+(defun in-place-offset (snapshot length)
+  "Where a commit in place puts a payload of LENGTH bytes in the file whose
+state is SNAPSHOT: just after the header when it fits before the live
+payload, else just after the live payload.  Either way it overlaps no
+byte of the live payload nor of the header."
+  (let ((live (snapshot-offset snapshot)))
+    (if (<= (+ +store-header-bytes+ length) live)
+        +store-header-bytes+
+        (+ live (length (snapshot-payload snapshot))))))
+
 (defun commit-payload (store snapshot payload)
   "Make PAYLOAD the state of STORE's file, whose state is SNAPSHOT, unless
 it equals SNAPSHOT's payload byte for byte; to be called with the store's
-exclusive lock held.  The file is replaced atomically (a temporary file in
-the same directory, renamed over it), with both syncs when STORE's
-durability is :FSYNC.  Returns true when it wrote.  A failure signals,
-leaving the file as it was."
+exclusive lock held.  Returns true when it wrote.  A failure signals,
+leaving the file as it was.
+
+With durability :FSYNC the file is replaced atomically: a new file in the
+same directory, synced, renamed over it, the directory synced; its header
+allows no byte past the payload.  With :NONE the commit is made in place
+\(WRITE-STORE-IN-PLACE): no new file, no sync, which a killed process
+cannot tear but a power cut may lose.  A commit in place may leave bytes
+past the payload (when it fails, or is killed, while writing past the
+end), so it is made only in a file whose header allows any length; the
+first commit with :NONE to a file without one (or to no file) replaces the
+file, unsynced, with one whose header does."
   (unless (octets= payload (snapshot-payload snapshot))
-    (let* ((generation (1+ (snapshot-generation snapshot)))
-           (nonce (commit-nonce))
-           (header (encode-store-header generation nonce payload)))
-      (call-with-atomic-file-output (persistent-store-file store)
-                                    (lambda (fd) (write-store-frame fd header payload))
-                                    :place (persistent-store-place store)
-                                    :sync (eq (persistent-store-durability store) :fsync))
-      (setf (persistent-store-snapshot store)
-            (make-snapshot generation nonce (octets-le header 32 4) payload))
+    (let ((generation (1+ (snapshot-generation snapshot)))
+          (nonce (commit-nonce))
+          (file (persistent-store-file store))
+          (place (persistent-store-place store)))
+      (if (and (eq (persistent-store-durability store) :none)
+               (= (snapshot-version snapshot) +store-version+)
+               (= (snapshot-longest snapshot) +any-file-length+))
+          (let* ((offset (in-place-offset snapshot (length payload)))
+                 (end (+ offset (length payload)))
+                 ;; any length: a commit in place that fails or is killed
+                 ;; while writing its payload past the end leaves the file
+                 ;; longer, with this state intact
+                 (header (encode-store-header generation nonce offset payload
+                                              +any-file-length+)))
+            (call-with-open-fd
+             file (logior +o-wronly+ +o-cloexec+)
+             (lambda (fd errno)
+               (when errno
+                 (errno-fail place errno "cannot open the store file ~a" file))
+               (write-store-in-place fd header payload offset end place)))
+            (setf (persistent-store-snapshot store)
+                  (make-snapshot generation nonce (header-payload-crc header) payload
+                                 +store-version+ offset end +any-file-length+)))
+          (let* ((end (+ +store-header-bytes+ (length payload)))
+                 (longest (if (eq (persistent-store-durability store) :none) +any-file-length+ end))
+                 (header (encode-store-header generation nonce +store-header-bytes+ payload
+                                              longest)))
+            (call-with-atomic-file-output file
+                                          (lambda (fd) (write-store-frame fd header payload))
+                                          :place place
+                                          :sync (eq (persistent-store-durability store) :fsync))
+            (setf (persistent-store-snapshot store)
+                  (make-snapshot generation nonce (header-payload-crc header) payload
+                                 +store-version+ +store-header-bytes+ end longest))))
       t)))
 
 ;;; Opening and closing ------------------------------------------------------

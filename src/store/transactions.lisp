@@ -86,7 +86,8 @@ READ-ONLY or when STORE is); see WITH-TRANSACTION."
               (place (persistent-store-place store))
               (table (if read-only
                          (snapshot-shared-roots snapshot place)
-                         (deserialize-roots (snapshot-payload snapshot) place)))
+                         (deserialize-roots (snapshot-payload snapshot) place
+                                            (snapshot-offset snapshot))))
               (transaction (make-transaction store read-only table snapshot))
               (*transactions* (cons transaction *transactions*)))
          (unwind-protect
