@@ -252,8 +252,8 @@ A plist of microseconds, and :SIZE, the file's bytes."
                                    n plain ultra none fsync floor
                                    (and plain (/ none plain)) (/ fsync floor)))
                   (format out "~%PStore: Ruby ~a, in place with no fsync (default) or temporary file ~
-                               renamed with no fsync (ultra_safe). binstore :none: temporary file renamed, ~
-                               no fsync. binstore :fsync and the floor: temporary file, fsync, rename, ~
+                               renamed with no fsync (ultra_safe). binstore :none: in place (the payload ~
+                               beside the live one, then the header), no fsync. binstore :fsync and the floor: temporary file, fsync, rename, ~
                                fsync of the directory.~%~%"
                           (string-trim '(#\Newline)
                                        (ignore-errors (uiop:run-program '("ruby" "-e" "print RUBY_VERSION")
