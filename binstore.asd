@@ -85,6 +85,7 @@ for other systems' files."
                  (:file "objects" :depends-on ("memory"))
                  (:file "stack" :depends-on ("memory"))
                  (:file "prefetch")
+                 (:file "crc32c" :depends-on ("memory"))
                  (:file "threads")))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)

@@ -6,12 +6,14 @@
 ;;;; deciding whether two states are equal: the store compares bytes for
 ;;;; that (see transactions.lisp).
 ;;;;
-;;;; How: "slicing by 8".  The classic table-driven CRC consumes one byte
-;;;; per step, each step waiting on the one before.  Eight tables let one
-;;;; step consume eight bytes with eight independent lookups XORed
-;;;; together: table K maps a byte to its contribution to the CRC when K
-;;;; more bytes follow it.  Plain Lisp, byte loads only, so it does not
-;;;; depend on the machine's byte order.
+;;;; How: the processor's CRC32 instruction where there is one (SSE4.2,
+;;;; src/platform/crc32c.lisp), eight bytes a step, the last few through
+;;;; the tables; otherwise "slicing by 8".  The classic table-driven CRC
+;;;; consumes one byte per step, each step waiting on the one before.
+;;;; Eight tables let one step consume eight bytes with eight independent
+;;;; lookups XORed together: table K maps a byte to its contribution to the
+;;;; CRC when K more bytes follow it.  Plain Lisp, byte loads only, so it
+;;;; does not depend on the machine's byte order.
 
 (in-package #:binstore)
 
@@ -59,6 +61,14 @@ bytes of \"123456789\" is #xE3069283."
              (type (unsigned-byte 32) crc)
              (type index i)
              (optimize speed (safety 0)))
+    (when (crc32c-instruction-p)
+      ;; the processor's CRC32 instruction, eight bytes a step; the bytes
+      ;; left over go through the tables below
+      (with-pinned-objects (octets)
+        (let ((base (vector-pointer octets)))
+          (loop while (<= (+ i 8) end)
+                do (setf crc (crc32c-word crc (mem-u64 base i)))
+                   (incf i 8)))))
     (macrolet ((entry (table byte)
                  `(aref tables (+ ,(* 256 table) ,byte)))
                (octet (k) `(aref octets (+ i ,k))))
