@@ -262,10 +262,11 @@ failing write signals STORE-ERROR (a full disk)."
       (funcall *commit-write-fault*))
     (write-octets payload)))
 
-(defun write-store-in-place (fd header payload offset new-size place)
-  "Commit in place to the store file open on FD: write PAYLOAD at OFFSET,
-where no byte of the live payload is, then the HEADER octets (which name
-it) at 0, then cut the file to NEW-SIZE when it is longer.  The header is
+(defun write-store-in-place (fd header payload offset new-size old-size place)
+  "Commit in place to the store file open on FD, OLD-SIZE bytes long: write
+PAYLOAD at OFFSET, where no byte of the live payload is, then the HEADER
+octets (which name it) at 0, then cut the file to NEW-SIZE when it is
+longer.  The header is
 the commit: 56 bytes in one page, written by one pwrite(2) that a killed
 process either completes or never starts, so a crash leaves the old state
 or the new one.  Failures signal BINSTORE-FILE-ERROR about PLACE, before
@@ -282,7 +283,7 @@ the header is written: the old state stays."
       ;; a regular file's write of a few bytes is never short: if one was,
       ;; the header may be torn, and the next reader will say so
       (errno-fail place (or errno +einval+) "cannot write the store file's header")))
-  (multiple-value-bind (ok errno) (system-ftruncate fd new-size)
-    ;; the commit is done; a file left longer is allowed by its header
-    (declare (ignore errno))
-    ok))
+  (when (> old-size new-size)
+    ;; the commit is done: a failure here only leaves the file longer,
+    ;; which its header allows
+    (system-ftruncate fd new-size)))

@@ -52,7 +52,12 @@ Failures signal BINSTORE-FILE-ERROR about PLACE."
                (errno-fail place errno "cannot lock ~a" lock-file)))
            (funcall fn)))
     ;; CALL-WITH-OPEN-FD opens with no permission bits, right for an
-    ;; existing file only; a missing lock file is made first
-    (unless (file-status lock-file :follow t)
-      (ensure-lock-file lock-file place))
-    (call-with-open-fd lock-file (logior +o-rdonly+ +o-cloexec+) #'locked)))
+    ;; existing file only: a missing lock file is made, then opened again
+    (call-with-open-fd lock-file (logior +o-rdonly+ +o-cloexec+)
+                       (lambda (fd errno)
+                         (if (eql errno +enoent+)
+                             (progn
+                               (ensure-lock-file lock-file place)
+                               (call-with-open-fd lock-file (logior +o-rdonly+ +o-cloexec+)
+                                                  #'locked))
+                             (locked fd errno))))))

@@ -230,7 +230,8 @@ file, unsynced, with one whose header does."
              (lambda (fd errno)
                (when errno
                  (errno-fail place errno "cannot open the store file ~a" file))
-               (write-store-in-place fd header payload offset end place)))
+               (write-store-in-place fd header payload offset end
+                                     (snapshot-size snapshot) place)))
             (setf (persistent-store-snapshot store)
                   (make-snapshot generation nonce (header-payload-crc header) payload
                                  +store-version+ offset end +any-file-length+)))
