@@ -85,7 +85,7 @@ for other systems' files."
                  (:file "objects" :depends-on ("memory"))
                  (:file "stack" :depends-on ("memory"))
                  (:file "prefetch")
-                 (:file "crc32c" :depends-on ("memory"))
+                 (:file "crc32c" :depends-on ("memory" "runtime"))
                  (:file "threads")))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)
@@ -231,7 +231,9 @@ build/binstore, with binstore/compression when that loads."
                (:file "utf8" :depends-on ("package" "places"))
                ;; the persistent store; store-faults.lisp forks and kills writers
                (:file "store-faults" :depends-on ("places" "files"))
-               (:file "store" :depends-on ("compare" "places" "files" "store-faults")))
+               (:file "store" :depends-on ("compare" "places" "files" "store-faults"))
+               ;; an image saved after binstore was used, in child processes
+               (:file "saved-image" :depends-on ("places")))
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))

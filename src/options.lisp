@@ -61,6 +61,24 @@ without sharing never reaches: shared structure written again and again.")
 the bytes of memory it allocates for restored objects (NIL: no bound).
 Reaching either signals LIMIT-EXCEEDED.")
 
+;;; An image saved and started again may have another heap: the default
+;;; limit follows it, a limit the program set stays.
+(define-global **max-to-read-is-default** nil
+  "Whether *MAX-TO-READ* held the default when the image was saved.")
+
+(defun note-size-limit-default ()
+  "Remember, as the image is saved, whether *MAX-TO-READ* is the default."
+  (setf **max-to-read-is-default** (eql *max-to-read* (default-size-limit))))
+
+(defun renew-size-limit-default ()
+  "In a process started from a saved image, make *MAX-TO-READ* this heap's
+default if it held the saved one's."
+  (when **max-to-read-is-default**
+    (setf *max-to-read* (default-size-limit))))
+
+(call-before-image-save 'note-size-limit-default)
+(call-when-image-starts 'renew-size-limit-default)
+
 (defvar *max-depth* 1000000
   "Upper bound on how deeply data may nest (a list in the car of a list, a
 vector in a vector ...), on store and on restore.  Deep data never uses deep

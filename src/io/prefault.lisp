@@ -86,6 +86,15 @@ or from the start where the system has no such call.")
   "Whether MADV_COLLAPSE makes huge pages here: :UNKNOWN until
 HUGE-PAGES-P has probed it, then T or NIL.")
 
+(defun forget-memory-facts ()
+  "Make prefaulting learn again what the kernel does, as in a fresh
+process: called when the image is saved, as the process it next starts
+may run on another kernel."
+  (setf **populate-write-works** (memory-population-supported-p)
+        **huge-pages-work** :unknown))
+
+(call-before-image-save 'forget-memory-facts)
+
 ;;; The system calls themselves are the platform's (src/platform/os.lisp):
 ;;; SYSTEM-UNMAPPED-PAGES, SYSTEM-POPULATE, SYSTEM-COLLAPSE and
 ;;; SYSTEM-MICROSECONDS.  Nothing calls them but through *MEMORY-KERNEL*,

@@ -90,3 +90,8 @@ memory is freed at once).  Returns the number of bytes released."
         when (and spare (eq spare (compare-and-swap (svref **scratch** kind) spare nil)))
           sum (prog1 (scratch-bytes kind spare)
                 (drop-scratch kind spare))))
+
+;;; A kept output region is memory mapped by this process: in a process
+;;; started from a saved image its address is unmapped, and writing there
+;;; would fault.  So nothing kept outlives an image save.
+(call-before-image-save 'release-scratch)

@@ -60,9 +60,9 @@ SSE4.2."
               #-(and sbcl x86-64) nil)
         known)))
 
-;;; A saved image asks again when it starts: it may run on another processor.
-(pushnew 'forget-crc32c-instruction sb-ext:*save-hooks*)
-
 (defun forget-crc32c-instruction ()
   "Make the next CRC32C-INSTRUCTION-P ask the processor again."
   (setf **crc32c-instruction** :unknown))
+
+;;; A saved image asks again when it starts: it may run on another processor.
+(call-before-image-save 'forget-crc32c-instruction)

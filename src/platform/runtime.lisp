@@ -105,3 +105,23 @@ must not signal; it is not called in an image saved and restarted.  For
 releasing memory outside the heap that an object abandoned without its
 owner's release still holds.  Returns OBJECT."
   (sb-ext:finalize object function :dont-save t))
+
+;;; Saving the image -----------------------------------------------------------
+
+(defun call-before-image-save (name)
+  "Arrange for the function NAME (a symbol), of no arguments, to be called
+when this image is saved (SAVE-LISP-AND-DIE), before it is written; once,
+however often this is called.  For what must not outlive the process: the
+addresses of memory mapped or allocated outside the heap, which the image's
+next process does not have, and facts about this machine and kernel, which
+the next process may not run on.  Returns NAME."
+  (pushnew name sb-ext:*save-hooks*)
+  name)
+
+(defun call-when-image-starts (name)
+  "Arrange for the function NAME (a symbol), of no arguments, to be called
+when a process starts from an image saved from this one, before its
+toplevel runs; once, however often this is called.  For defaults computed
+from the process's own resources (the heap's size).  Returns NAME."
+  (pushnew name sb-ext:*init-hooks*)
+  name)
