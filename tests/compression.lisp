@@ -305,6 +305,38 @@ frame made by a sink is what :compression makes."
              (sleep 0.01))
     (is (= held (contexts-held)))))
 
+(test kept-contexts-start-each-frame-afresh
+  "A C context and a buffer given back are kept for the next store or
+restore, which finds them as a new one would be: after stores at other
+levels, after a store that failed in the middle of its frame, and after a
+restore that failed in the middle of one, the frames written are byte for
+byte those of fresh contexts, and restores are right.  Kept contexts are
+not counted as held, and saving the image lets them go."
+  (let* ((datum (big-compressible-datum))
+         (bad (list datum #'car))
+         (held (contexts-held)))
+    (dolist (method '(:zstd :lz4))
+      (flet ((fresh (options)
+               (binstore::let-spares-go)
+               (binstore:store nil datum :compression options)))
+        (let ((at-1 (fresh (list method :level 1)))
+              (at-9 (fresh (list method :level 9))))
+          (is (not (equalp at-1 at-9)))
+          (binstore:store nil datum :compression (list method :level 9))
+          (is (equalp at-1 (binstore:store nil datum :compression (list method :level 1))))
+          (signals binstore:unstorable-object
+            (binstore:store nil bad :compression (list method :level 9)))
+          (is (equalp at-1 (binstore:store nil datum :compression (list method :level 1))))
+          (is (equalp at-9 (binstore:store nil datum :compression (list method :level 9))))
+          (signals binstore:truncated-input
+            (binstore:restore (subseq at-9 0 (floor (length at-9) 2))))
+          (is (same-data-p datum (binstore:restore at-1)))
+          (is (= held (contexts-held))))))
+    (binstore::let-spares-go)
+    (is (every (lambda (kind) (null (car (binstore::context-kind-spare kind))))
+               binstore::**context-kinds**))
+    (is (= 4 (length binstore::**context-kinds**)))))
+
 (defun run-tool (command)
   "Run COMMAND with sh; true when it exits 0."
   (zerop (nth-value 2 (uiop:run-program command :ignore-error-status t

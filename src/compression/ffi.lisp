@@ -58,11 +58,14 @@
   (cctx :pointer) (parameter :int) (value :int))
 (cffi:defcfun ("ZSTD_compressStream2" %zstd-compress-stream2) :size
   (cctx :pointer) (output :pointer) (input :pointer) (end-op :int))
+(defconstant +zstd-reset-session-and-parameters+ 3 "ZSTD_reset_session_and_parameters")
+(cffi:defcfun ("ZSTD_CCtx_reset" %zstd-cctx-reset) :size (cctx :pointer) (reset :int))
 
 (cffi:defcfun ("ZSTD_createDStream" %zstd-create-dstream) :pointer)
 (cffi:defcfun ("ZSTD_freeDStream" %zstd-free-dstream) :size (zds :pointer))
 (cffi:defcfun ("ZSTD_decompressStream" %zstd-decompress-stream) :size
   (zds :pointer) (output :pointer) (input :pointer))
+(cffi:defcfun ("ZSTD_DCtx_reset" %zstd-dctx-reset) :size (dctx :pointer) (reset :int))
 
 (declaim (inline zstd-error-p))
 (defun zstd-error-p (code)
@@ -116,6 +119,8 @@
 (cffi:defcfun ("LZ4F_createDecompressionContext" %lz4f-create-decompression-context) :size
   (dctx-pointer :pointer) (version :unsigned-int))
 (cffi:defcfun ("LZ4F_freeDecompressionContext" %lz4f-free-decompression-context) :size
+  (dctx :pointer))
+(cffi:defcfun ("LZ4F_resetDecompressionContext" %lz4f-reset-decompression-context) :void
   (dctx :pointer))
 (cffi:defcfun ("LZ4F_decompress" %lz4f-decompress) :size
   (dctx :pointer) (dst :pointer) (dst-size-pointer :pointer)

@@ -48,14 +48,18 @@ back into the record.  STORE-ERROR for any other level."
     (setf (compressing-sink-shuffle sink) (and shuffle t))
     sink))
 
+(define-context-kind **lz4-compression-contexts** "LZ4 compression"
+  :create (lambda ()
+            (cffi:with-foreign-object (pointer :pointer)
+              (lz4-check (%lz4f-create-compression-context pointer +lz4f-version+)
+                         "making a compression context")
+              (cffi:mem-ref pointer :pointer)))
+  ;; LZ4F_compressBegin starts every frame afresh, whatever came before
+  :reset (constantly t)
+  :free #'%lz4f-free-compression-context)
+
 (defmethod open-compressor ((sink lz4-sink))
-  (let ((context (fill-cell sink (compressing-sink-cell sink)
-                            (lambda ()
-                              (cffi:with-foreign-object (pointer :pointer)
-                                (lz4-check (%lz4f-create-compression-context pointer +lz4f-version+)
-                                           "making a compression context")
-                                (cffi:mem-ref pointer :pointer)))
-                            #'%lz4f-free-compression-context))
+  (let ((context (fill-cell sink (compressing-sink-cell sink) **lz4-compression-contexts**))
         (output (compressing-sink-output sink)))
     (declare (type (simple-array (unsigned-byte 8) (*)) output))
     (with-lz4-preferences (preferences (lz4-sink-level sink))
@@ -123,17 +127,22 @@ blocks; 128 KiB for binstore's).")
   "A new LZ4-SOURCE decompressing the byte source INNER."
   (%make-lz4-source inner))
 
+(define-context-kind **lz4-decompression-contexts** "LZ4 decompression"
+  :create (lambda ()
+            (cffi:with-foreign-object (pointer :pointer)
+              (let ((code (%lz4f-create-decompression-context pointer +lz4f-version+)))
+                (when (lz4f-error-p code)
+                  (error 'restore-error
+                         :message (format nil "LZ4: cannot make a decompression context: ~a"
+                                          (%lz4f-error-name code)))))
+              (cffi:mem-ref pointer :pointer)))
+  :reset (lambda (pointer)
+           (%lz4f-reset-decompression-context pointer)
+           t)
+  :free #'%lz4f-free-decompression-context)
+
 (defmethod open-decompressor ((source lz4-source))
-  (fill-cell source (decompressing-source-cell source)
-             (lambda ()
-               (cffi:with-foreign-object (pointer :pointer)
-                 (let ((code (%lz4f-create-decompression-context pointer +lz4f-version+)))
-                   (when (lz4f-error-p code)
-                     (error 'restore-error
-                            :message (format nil "LZ4: cannot make a decompression context: ~a"
-                                             (%lz4f-error-name code)))))
-                 (cffi:mem-ref pointer :pointer)))
-             #'%lz4f-free-decompression-context))
+  (fill-cell source (decompressing-source-cell source) **lz4-decompression-contexts**))
 
 (defmethod decompressor-step ((source lz4-source) context in-address in-count out-pointer out-count)
   (cffi:with-foreign-objects ((in-size :size) (out-size :size))

@@ -54,15 +54,19 @@ failed."
     (error 'store-error :message (format nil "zstd: ~a failed: ~a" what (%zstd-error-name code))))
   code)
 
+(define-context-kind **zstd-compression-contexts** "zstd compression"
+  :create (lambda ()
+            (let ((pointer (%zstd-create-cstream)))
+              (when (cffi:null-pointer-p pointer)
+                (error 'store-error :message "zstd: cannot make a compression context"))
+              pointer))
+  ;; the level, the checksum and the workers are set again after
+  :reset (lambda (pointer)
+           (not (zstd-error-p (%zstd-cctx-reset pointer +zstd-reset-session-and-parameters+))))
+  :free #'%zstd-free-cstream)
+
 (defmethod open-compressor ((sink zstd-sink))
-  (let ((context (fill-cell sink (compressing-sink-cell sink)
-                            (lambda ()
-                              (let ((pointer (%zstd-create-cstream)))
-                                (when (cffi:null-pointer-p pointer)
-                                  (error 'store-error
-                                         :message "zstd: cannot make a compression context"))
-                                pointer))
-                            #'%zstd-free-cstream)))
+  (let ((context (fill-cell sink (compressing-sink-cell sink) **zstd-compression-contexts**)))
     (zstd-check (%zstd-cctx-set-parameter context +zstd-c-compression-level+
                                           (zstd-sink-level sink))
                 "setting the level")
@@ -137,14 +141,18 @@ most 128 MiB, zstd's own limit; 8 MiB at most for frames of levels up to
   "A new ZSTD-SOURCE decompressing the byte source INNER."
   (%make-zstd-source inner))
 
+(define-context-kind **zstd-decompression-contexts** "zstd decompression"
+  :create (lambda ()
+            (let ((pointer (%zstd-create-dstream)))
+              (when (cffi:null-pointer-p pointer)
+                (error 'restore-error :message "zstd: cannot make a decompression context"))
+              pointer))
+  :reset (lambda (pointer)
+           (not (zstd-error-p (%zstd-dctx-reset pointer +zstd-reset-session-and-parameters+))))
+  :free #'%zstd-free-dstream)
+
 (defmethod open-decompressor ((source zstd-source))
-  (fill-cell source (decompressing-source-cell source)
-             (lambda ()
-               (let ((pointer (%zstd-create-dstream)))
-                 (when (cffi:null-pointer-p pointer)
-                   (error 'restore-error :message "zstd: cannot make a decompression context"))
-                 pointer))
-             #'%zstd-free-dstream))
+  (fill-cell source (decompressing-source-cell source) **zstd-decompression-contexts**))
 
 (defmethod decompressor-step ((source zstd-source) context in-address in-count out-pointer out-count)
   (cffi:with-foreign-objects ((in '(:struct zstd-in-buffer))
