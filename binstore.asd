@@ -86,6 +86,7 @@ for other systems' files."
                  (:file "stack" :depends-on ("memory"))
                  (:file "prefetch")
                  (:file "crc32c" :depends-on ("memory" "runtime"))
+                 (:file "simd" :depends-on ("memory" "runtime"))
                  (:file "threads")))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)

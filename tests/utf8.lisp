@@ -337,6 +337,38 @@ OCTET-END, and returns where it stopped in both."
 
 ;;; Hostile calls of the unchecked kernels: each checks its bounds at entry.
 
+(defun call-without-avx2 (function)
+  "Call FUNCTION with the processor's AVX2 taken for absent, so that the
+UTF-8 kernels keep to their word loops."
+  (let ((known binstore::**avx2-instructions**))
+    (setf binstore::**avx2-instructions** nil)
+    (unwind-protect (funcall function)
+      (setf binstore::**avx2-instructions** known))))
+
+(test one-character-in-every-lane
+  "A string of ASCII with one other character at each position of the
+16- and 32-character steps (around them too, and at the end): code points
+on each side of every boundary of the vector paths (127/128, 255/256,
+#x7FFF/#x8000, #xFFFF/#x10000, the last) encode as SBCL encodes them and
+decode back, and END cuts where it says, with the vector instructions (where
+the processor has them) and without."
+  (flet ((check ()
+           (dolist (code '(#x7F #x80 #xFF #x100 #x7FF #x800 #x7FFF #x8000 #xFFFF
+                           #x10000 #x10FFFF))
+             (dolist (length '(16 17 31 32 33 47 48 64 70))
+               (dotimes (at length)
+                 (let ((string (make-string length :initial-element #\q)))
+                   (setf (char string at) (code-char code))
+                   (let ((expected (sbcl-octets string)))
+                     (is (equalp expected (binstore:utf8-encode string))
+                         "~x at ~d of ~d" code at length)
+                     (is (string= string (binstore:utf8-decode expected))
+                         "~x at ~d of ~d" code at length)
+                     (is (string= (subseq string 0 at)
+                                  (binstore:utf8-decode expected :end at))))))))))
+    (check)
+    (call-without-avx2 #'check)))
+
 (test kernels-check-their-bounds
   "Every kernel that runs unchecked refuses bounds outside its memory."
   (let* ((bytes (utf8-octets "abcdefgh"))

@@ -45,15 +45,18 @@ never a problem with the data."
 memory the caller has pinned) from POS below END, as the bytes that are not
 continuation bytes (#x80-#xBF): exact for valid UTF-8, which is all that is
 decoded with it (the decoder checks).  Returns the count, and true when
-every byte is ASCII.  Eight bytes a step."
+every byte is ASCII.  Eight bytes a step, runs of ASCII 32 where the
+processor has AVX2."
   (declare (type word address) (type index pos end) (optimize speed))
   (unless (<= pos end) (kernel-bounds-error 'scan-utf8 pos end))
   (let ((sap (address-pointer address))
         (continuations 0)
         (high 0)
-        (i pos))
+        (i pos)
+        (wide (avx2-instructions-p)))
     (declare (type index continuations i) (type word high))
-    ;; reads stay below END: each word at I with I + 8 <= END
+    ;; reads stay below END: each word at I with I + 8 <= END, each block
+    ;; of 32 at I with I + 32 <= END
     (locally (declare (optimize (safety 0)))
       (loop while (<= (+ i 8) end)
             do (let* ((w (mem-u64 sap i))
@@ -63,7 +66,11 @@ every byte is ASCII.  Eight bytes a step."
                  (declare (type word w c))
                  (setf high (logior high w))
                  (incf continuations (logcount c))
-                 (incf i 8)))
+                 (incf i 8)
+                 ;; after a word of ASCII, a run of it 32 bytes a step
+                 (when (and wide (ascii-word-p w))
+                   (loop while (and (<= (+ i 32) end) (zerop (ascii-mask-32 (+ address i))))
+                         do (incf i 32)))))
       (loop while (< i end)
             do (let ((b (mem-u8 sap i)))
                  (setf high (logior high b))
@@ -100,8 +107,10 @@ to decode here: bad, or cut by END.  Returns the next index and the next
 offset.  It accepts exactly the sequences READ-UTF8-CHAR and the exported
 UTF-8-DECODE accept, with the same code points (surrogates included), and
 leaves the rest to them: READ-UTF8-CHAR refills the window for a sequence
-cut by END, and signals at the right offset for a bad one.  ASCII goes eight
-bytes a step, each word widened into eight characters by four stores."
+cut by END, and signals at the right offset for a bad one.  ASCII goes
+thirty-two bytes a step where the processor has AVX2 (ASCII-MASK-32 and
+WIDEN-32), else eight, each word widened into eight characters by four
+stores."
   (declare (type (simple-array character (*)) string) (type index i count pos end)
            (type word address) (optimize speed))
   ;; The unchecked accesses below stay within [POS, END), the window's valid
@@ -110,7 +119,8 @@ bytes a step, each word widened into eight characters by four stores."
     (kernel-bounds-error 'decode-utf8-window i count (length string) pos end))
   (with-pinned-objects (string)
     (let ((sap (address-pointer address))
-          (out (vector-pointer string)))
+          (out (vector-pointer string))
+          (wide (avx2-instructions-p)))
       (flet ((at (k) (mem-u8 sap (+ pos k)))
              (put (code) (setf (mem-u32 out (* 4 i)) code)))
         (declare (inline at put))
@@ -119,7 +129,16 @@ bytes a step, each word widened into eight characters by four stores."
                 do (let ((b0 (at 0))
                          (room (- end pos)))
                      (declare (type (unsigned-byte 8) b0) (type index room))
-                     (cond ((< b0 #x80)
+                     (cond ((and wide (< b0 #x80) (>= room 32) (<= (+ i 32) count)
+                                 (zerop (ascii-mask-32 (+ address pos))))
+                            ;; a run of ASCII, 32 characters a step: reads
+                            ;; below END, writes below COUNT
+                            (let ((to (pointer-address out)))
+                              (loop do (widen-32 (+ address pos) (+ to (* 4 i)))
+                                       (setf i (+ i 32) pos (+ pos 32))
+                                    while (and (<= (+ pos 32) end) (<= (+ i 32) count)
+                                               (zerop (ascii-mask-32 (+ address pos)))))))
+                           ((< b0 #x80)
                             (let ((w (if (and (>= room 8) (<= (+ i 8) count))
                                          (mem-u64 sap pos)
                                          +high-bits+)))
@@ -207,8 +226,9 @@ are zero when both are ASCII.")
   "Store the UTF-8 encoding of the characters of the character STRING from
 START to END at ADDRESS+P (ADDRESS an integer: memory the caller has pinned
 and made room in, 4 bytes per character or their UTF8-CHARS-LENGTH); return
-the offset after them.  Eight ASCII characters are narrowed into one word a
-step; the others are encoded one by one."
+the offset after them.  Sixteen ASCII characters are narrowed into sixteen
+bytes a step where the processor has AVX2 (NARROW-16), else eight into one
+word; the others are encoded one by one."
   (declare (type (simple-array character (*)) string) (type index p start end)
            (type word address) (optimize speed))
   (unless (<= start end (length string))
@@ -216,11 +236,23 @@ step; the others are encoded one by one."
   (with-pinned-objects (string)
     (let ((sap (address-pointer address))
           (in (vector-pointer string))
-          (k start))
+          (k start)
+          (wide (avx2-instructions-p)))
       (declare (type index k))
       (locally (declare (optimize (safety 0)))
         (loop while (< k end)
               do (let ((o (* 4 k)))
+                   (when wide
+                     ;; sixteen ASCII characters a step.  Reads below END;
+                     ;; writes 16 bytes at P, within the room made for the
+                     ;; 16 characters however they encode (at least one
+                     ;; byte each), and written again below when they are
+                     ;; not all ASCII
+                     (let ((from (pointer-address in)))
+                       (loop while (and (<= (+ k 16) end)
+                                        (= #xFFFF (narrow-16 (+ from o) (+ address p))))
+                             do (setf k (+ k 16) p (+ p 16) o (* 4 k))))
+                     (when (>= k end) (return)))
                    (if (and (<= (+ k 8) end)
                             (zerop (logand (logior (mem-u64 in o) (mem-u64 in (+ o 8))
                                                    (mem-u64 in (+ o 16)) (mem-u64 in (+ o 24)))
