@@ -22,6 +22,9 @@
 ;;;; compressing a 60-byte message took 92 µs with zstd, 73 µs with LZ4.  So
 ;;;; one context of each kind given back is kept, and one buffer; a kept
 ;;;; context is made ready for a new frame (reset) when it is taken again.
+;;;; A zstd context that ran workers is freed, never kept: resetting one
+;;;; whose threads still work on an abandoned frame is how zstd's own users
+;;;; have corrupted memory, and freeing it waits for them.
 ;;;; Both are let go when the image is saved: a context's memory is the C
 ;;;; library's, which the next process does not have.
 
@@ -75,10 +78,11 @@ frame, or a new one.  Signals (holding nothing) when none can be made."
            (funcall (context-kind-free kind) spare)
            (funcall (context-kind-create kind))))))
 
-(defun give-back-context (kind pointer)
-  "The context POINTER of KIND is no longer used: keep it when no other of
-its kind is kept, else free it.  Never signals."
-  (unless (null (compare-and-swap (car (context-kind-spare kind)) nil pointer))
+(defun give-back-context (kind pointer keep)
+  "The context POINTER of KIND is no longer used: keep it when KEEP is true
+and no other of its kind is kept, else free it.  Never signals."
+  (unless (and keep
+               (null (compare-and-swap (car (context-kind-spare kind)) nil pointer)))
     (funcall (context-kind-free kind) pointer)))
 
 (defun free-spare-contexts ()
@@ -90,10 +94,14 @@ its kind is kept, else free it.  Never signals."
         (funcall (context-kind-free kind) spare)))))
 
 (defstruct (context-cell (:constructor make-context-cell ()))
-  "Holds a filter's C context, POINTER (or NIL when there is none), and its
-KIND.  The filter's finalizer refers to the cell, never to the filter."
+  "Holds a filter's C context, POINTER (or NIL when there is none), its
+KIND, and whether it may be KEPT for another filter once given back (not a
+zstd context that ran workers: zstd's threads may still hold the jobs of a
+frame it abandoned, and only freeing the context waits for them).  The
+filter's finalizer refers to the cell, never to the filter."
   (pointer nil)
-  (kind nil))
+  (kind nil)
+  (keep t))
 
 (defun release-cell (cell)
   "Give back the context CELL holds, if it does, once.  Never signals."
@@ -101,7 +109,7 @@ KIND.  The filter's finalizer refers to the cell, never to the filter."
     (let ((pointer (context-cell-pointer cell)))
       (when pointer
         (setf (context-cell-pointer cell) nil)
-        (give-back-context (context-cell-kind cell) pointer)
+        (give-back-context (context-cell-kind cell) pointer (context-cell-keep cell))
         (atomic-incf (car **contexts-held**) -1))))
   nil)
 

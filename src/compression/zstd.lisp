@@ -73,6 +73,8 @@ failed."
     (zstd-check (%zstd-cctx-set-parameter context +zstd-c-checksum-flag+ 1)
                 "asking for a checksum")
     (when (plusp (zstd-sink-workers sink))
+      ;; its threads outlive a frame: freed when given back, never kept
+      (setf (context-cell-keep (compressing-sink-cell sink)) nil)
       (zstd-check (%zstd-cctx-set-parameter context +zstd-c-nb-workers+ (zstd-sink-workers sink))
                   "setting the number of workers")
       ;; zstd's own jobs, 4 windows (8 MiB at level 3), leave a record of a
