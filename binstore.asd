@@ -65,7 +65,7 @@ for other systems' files."
   :around-compile call-with-quiet-binstore-compilation
   :version "0.1.0"
   :license "MIT"
-  :depends-on ((:require "sb-posix"))
+  :depends-on ((:feature :sbcl (:require "sb-posix")))
   :in-order-to ((test-op (test-op "binstore/tests")))
   :components
   ((:module "base"
@@ -79,13 +79,22 @@ for other systems' files."
    (:module "platform"
     :pathname "src/platform"
     :depends-on ("base")
-    :components ((:file "memory")
-                 (:file "os" :depends-on ("memory"))
-                 (:file "runtime" :depends-on ("memory"))
-                 (:file "objects" :depends-on ("memory"))
-                 (:file "stack" :depends-on ("memory"))
-                 (:file "prefetch")
-                 (:file "threads")))
+    ;; SBCL's files, then ECL's (the same names over ECL's C), chosen by
+    ;; feature; prefetch.lisp is for every Lisp (it does nothing but on SBCL)
+    :components ((:file "memory" :if-feature :sbcl)
+                 (:file "os" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "runtime" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "objects" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "stack" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "threads" :if-feature :sbcl)
+                 (:file "sbcl/types" :if-feature :sbcl)
+                 (:file "ecl/memory" :if-feature :ecl)
+                 (:file "ecl/os" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/runtime" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/objects" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/stack" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/threads" :if-feature :ecl)
+                 (:file "prefetch")))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)
    (:module "format"
