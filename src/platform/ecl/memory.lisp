@@ -34,6 +34,70 @@ does not move objects."
 (defconstant +word-bytes+ 8
   "Bytes in a machine word.")
 
+;;; New arrays.  SBCL makes the elements of an array made without initial
+;;; contents zero (0, 0.0, #\Nul), and binstore relies on it; ECL leaves
+;;; specialized arrays' memory as it found it and fills T arrays with NIL.
+;;; The package shadows MAKE-ARRAY on ECL with this one, which zeroes them.
+
+(defun zero-array (array)
+  "Set every element of the fresh, not displaced ARRAY to zero (ECL's
+MAKE-ARRAY leaves them undefined); return ARRAY."
+  (if (eq (cl:array-element-type array) t)
+      (fill (ffi:c-inline (array) (:object) :object
+                          "{ cl_object a_ = #0; cl_object v_ = a_;
+                             if (ecl_t_of(a_) == t_array) {
+                               v_ = ecl_alloc_object(t_vector);
+                               v_->vector.elttype = ecl_aet_object; v_->vector.flags = 0;
+                               v_->vector.displaced = ECL_NIL; v_->vector.dim = a_->array.dim;
+                               v_->vector.fillp = a_->array.dim; v_->vector.offset = 0;
+                               v_->vector.self = a_->array.self; }
+                             else if (ECL_ARRAY_HAS_FILL_POINTER_P(a_) || ECL_ADJUSTABLE_ARRAY_P(a_)) {
+                               v_ = ecl_alloc_object(t_vector);
+                               v_->vector.elttype = ecl_aet_object; v_->vector.flags = 0;
+                               v_->vector.displaced = ECL_NIL; v_->vector.dim = a_->vector.dim;
+                               v_->vector.fillp = a_->vector.dim; v_->vector.offset = 0;
+                               v_->vector.self = a_->vector.self; }
+                             @(return) = v_; }" :one-liner nil)
+            0)
+      (ffi:c-inline (array) (:object) :void
+                    "{ cl_object a_ = #0; cl_index n_; size_t size_; void *p_;
+                       if (ecl_t_of(a_) == t_array) { n_ = a_->array.dim; p_ = a_->array.self.b8; }
+                       else { n_ = a_->vector.dim; p_ = a_->vector.self.b8; }
+                       switch ((cl_elttype)a_->array.elttype) {
+                       case ecl_aet_bit: size_ = 0; n_ = (n_ + 7) / 8 + 1; break;
+                       case ecl_aet_b8: case ecl_aet_i8: case ecl_aet_bc: size_ = 1; break;
+                       case ecl_aet_b16: case ecl_aet_i16: size_ = 2; break;
+                       case ecl_aet_b32: case ecl_aet_i32: case ecl_aet_sf: case ecl_aet_ch: size_ = 4; break;
+                       case ecl_aet_lf: case ecl_aet_cdf: size_ = 16; break;
+                       case ecl_aet_clf: size_ = 32; break;
+                       default: size_ = 8; }
+                       if (size_ == 0) size_ = 1, n_ = n_ - 1;
+                       if (p_ && n_) memset(p_, 0, n_ * size_); }"
+                    :one-liner nil))
+  array)
+
+(defun make-array (dimensions &rest options
+                   &key (initial-element nil element-p) (initial-contents nil contents-p)
+                        displaced-to &allow-other-keys)
+  "CL:MAKE-ARRAY, with the elements of an array made without initial
+contents zero, as SBCL makes them."
+  (declare (ignore initial-element initial-contents) (dynamic-extent options))
+  (let ((array (apply #'cl:make-array dimensions options)))
+    (if (or element-p contents-p displaced-to)
+        array
+        (zero-array array))))
+
+(define-compiler-macro make-array (&whole form dimensions &rest options)
+  "CL:MAKE-ARRAY itself when OPTIONS give the contents; ZERO-ARRAY of it
+when they visibly do not."
+  (cond ((oddp (length options)) form)
+        ((loop for (key) on options by #'cddr
+               thereis (member key '(:initial-element :initial-contents :displaced-to)))
+         `(cl:make-array ,dimensions ,@options))
+        ((loop for (key) on options by #'cddr always (keywordp key))
+         `(zero-array (cl:make-array ,dimensions ,@options)))
+        (t form)))
+
 ;;; Pointers.
 
 (defmacro pointer+ (pointer offset)
