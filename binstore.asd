@@ -244,6 +244,15 @@ build/binstore, with binstore/compression when that loads."
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
 
+(defsystem "binstore/portable-tests"
+  :description "The tests every Lisp binstore runs on passes: the same bytes
+as golden.sexp (written on SBCL) for the same data, and round trips.  Plain
+Common Lisp, no test framework: (binstore-portable-tests:run)."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore")
+  :pathname "tests/portable"
+  :components ((:file "portable")))
+
 (defsystem "binstore/bench"
   :description "Benchmarks on the standard data sets."
   :around-compile call-with-quiet-binstore-compilation

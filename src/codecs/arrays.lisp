@@ -433,7 +433,8 @@ the type at run time, it parses the type specifier on every call (about
     (let ((table (make-array 256 :element-type '(unsigned-byte 8) :initial-element 0)))
       (loop for (code nil bits) across +element-types+
             do (when (and bits (plusp bits) (raw-element-code-p code)
-                          (/= code +element-type-ub62+) (/= code +element-type-fixnum+))
+                          (/= code +element-type-ub62+) (/= code +element-type-fixnum+)
+                          (not (elementwise-payload-p code))) ; on SBCL (NOT NIL)
                  (setf (aref table code) bits)))
       table)
   "For each element type code whose payload is the vector's memory as it
@@ -574,7 +575,8 @@ is wrong."
 
 (defun array-flags (a)
   (logior (if (array-has-fill-pointer-p a) +array-fill-pointer+ 0)
-          (if (adjustable-array-p a) +array-adjustable+ 0)
+          ;; on SBCL ADJUSTABLE-ARRAY-P, true of every array not simple
+          (if (format-adjustable-p a) +array-adjustable+ 0)
           (if (array-displacement a) +array-displaced+ 0)))
 
 (defun general-t-array-p (a)

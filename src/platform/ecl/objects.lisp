@@ -247,6 +247,15 @@ character beyond ASCII copied into a character string."
       (coerce string '(simple-array character (*)))
       string))
 
+(declaim (inline format-adjustable-p))
+(defun format-adjustable-p (array)
+  "True when the format calls ARRAY adjustable: as SBCL's
+ADJUSTABLE-ARRAY-P, when ARRAY is not simple (made adjustable, or with a
+fill pointer, or displaced); ECL's is true only of the first."
+  (or (adjustable-array-p array)
+      (array-has-fill-pointer-p array)
+      (and (array-displacement array) t)))
+
 ;;; Symbols and packages.
 
 (declaim (inline find-symbol-prefix))

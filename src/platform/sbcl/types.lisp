@@ -42,3 +42,12 @@ SIMPLE-BASE-STRING."
 (defmacro format-string (string)
   "STRING as the format writes its characters: on SBCL STRING itself."
   string)
+
+;;; Arrays.
+
+(declaim (inline format-adjustable-p))
+(defun format-adjustable-p (array)
+  "True when the format calls ARRAY adjustable: on SBCL ADJUSTABLE-ARRAY-P,
+which is true of every array that is not simple (made adjustable, or with a
+fill pointer, or displaced)."
+  (adjustable-array-p array))
