@@ -93,6 +93,17 @@ fixnum vectors hold plain 64-bit integers.")
                 "((cl_fixnum)(#0) & (cl_fixnum)0x0FFFFFFFFFFFFFFF)"
                 :one-liner t :side-effects nil))
 
+;;; The identity table's seen bits (src/core/identity-table.lisp): words of
+;;; 32 bits, so that they stay fixnums (ECL's 64-bit integers beyond its
+;;; 62-bit fixnums are bignums).
+
+(defconstant +seen-word-bits+ 32
+  "Bits in a word of the identity table's seen bits.")
+
+(deftype seen-word ()
+  "A word of the identity table's seen bits: a fixnum on ECL."
+  '(unsigned-byte 32))
+
 ;;; Arrays and strings.
 
 (declaim (inline array-widetag))

@@ -43,6 +43,16 @@ SIMPLE-BASE-STRING."
   "STRING as the format writes its characters: on SBCL STRING itself."
   string)
 
+;;; The identity table's seen bits (src/core/identity-table.lisp).
+
+(defconstant +seen-word-bits+ 64
+  "Bits in a word of the identity table's seen bits: SBCL's machine word,
+an unboxed integer in its compiled code.")
+
+(deftype seen-word ()
+  "A word of the identity table's seen bits: on SBCL a machine word."
+  'word)
+
 ;;; Arrays.
 
 (declaim (inline format-adjustable-p))
