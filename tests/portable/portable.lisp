@@ -11,7 +11,7 @@
 
 (defpackage #:binstore-portable-tests
   (:use #:common-lisp)
-  (:export #:run #:write-golden #:cases))
+  (:export #:run #:write-golden #:cases #:run-places))
 
 (in-package #:binstore-portable-tests)
 
@@ -222,6 +222,105 @@ true when all passed, and the numbers passed and failed."
                    (incf passed))
                (format stream "~&~:[PASS~;FAIL~] ~a~@[ (round trip only: ~a)~]~{~%    ~a~}~%"
                        problems name (getf options :why) (reverse problems))))
-    (format stream "~&binstore portable tests on ~a ~a: ~d passed, ~d failed~%"
-            (lisp-implementation-type) (lisp-implementation-version) passed failed)
-    (values (zerop failed) passed failed)))
+    (let ((places (run-places :stream stream)))
+      (format stream "~&binstore portable tests on ~a ~a: ~d passed, ~d failed~:[, and a place check failed~;~]~%"
+              (lisp-implementation-type) (lisp-implementation-version) passed failed places)
+      (values (and places (zerop failed)) passed failed))))
+
+;;; Places ------------------------------------------------------------------
+;;; The same data through each kind of place STORE and RESTORE take: files
+;;; (the platform's system calls), streams, vectors with fill pointers,
+;;; record streams, EXPLAIN, and the persistent store (locks, fsync, rename).
+
+(defun temporary-file (name)
+  (merge-pathnames (format nil "binstore-portable-~a-~a" name (random 1000000))
+                   #p"/tmp/"))
+
+(defparameter *place-data*
+  (list 1 "two" :three (list 4.0d0 5/6) (vector-of 'double-float 7d0 8d0)))
+
+(defun place-checks ()
+  "(name . thunk) pairs, each thunk true when its check holds."
+  (list
+   (cons "file"
+         (lambda ()
+           (let ((file (temporary-file "file")))
+             (unwind-protect
+                  (progn (binstore:store file *place-data*)
+                         (and (similar (binstore:restore file) *place-data*)
+                              ;; the file holds the bytes a vector gets
+                              (equalp (with-open-file (in file :element-type '(unsigned-byte 8))
+                                        (let ((v (make-array (file-length in)
+                                                             :element-type '(unsigned-byte 8))))
+                                          (read-sequence v in)
+                                          v))
+                                      (binstore:store nil *place-data*))))
+               (when (probe-file file) (delete-file file))))))
+   (cons "file replaced"
+         (lambda ()
+           (let ((file (temporary-file "replaced")))
+             (unwind-protect
+                  (progn (binstore:store file 1)
+                         (binstore:store file 2)
+                         (eql (binstore:restore file) 2))
+               (when (probe-file file) (delete-file file))))))
+   (cons "stream"
+         (lambda ()
+           (let ((file (temporary-file "stream")))
+             (unwind-protect
+                  (progn
+                    (with-open-file (out file :direction :output :element-type '(unsigned-byte 8))
+                      (binstore:store out *place-data*)
+                      (binstore:store out :second))
+                    (with-open-file (in file :element-type '(unsigned-byte 8))
+                      (and (similar (binstore:restore in) *place-data*)
+                           (eq (binstore:restore in) :second))))
+               (when (probe-file file) (delete-file file))))))
+   (cons "vector with a fill pointer, records"
+         (lambda ()
+           (let ((v (make-array 0 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0))
+                 (seen '()))
+             (binstore:store v 1)
+             (binstore:store v "two")
+             (binstore:store v (list 3))
+             (binstore:map-stored-objects (lambda (x) (push x seen)) v)
+             (similar (reverse seen) (list 1 "two" (list 3))))))
+   (cons "separate objects"
+         (lambda ()
+           (let ((shared (list :shared)))
+             (multiple-value-bind (a b c)
+                 (binstore:restore (binstore:store nil (list shared shared 3)
+                                                   :as-separate-objects t))
+               (and (eq a b) (equal a '(:shared)) (eql c 3))))))
+   (cons "explain"
+         (lambda ()
+           (let ((text (with-output-to-string (s)
+                         (binstore:explain (binstore:store nil *place-data*) :stream s))))
+             (and (search "header" text) (search "1 record" text) t))))
+   (cons "persistent store"
+         (lambda ()
+           (let ((file (temporary-file "store")))
+             (unwind-protect
+                  (let ((store (binstore:open-store file)))
+                    (unwind-protect
+                         (progn
+                           (binstore:with-transaction (store)
+                             (setf (binstore:root store :data) *place-data*))
+                           (binstore:with-transaction (store :read-only t)
+                             (similar (binstore:root store :data) *place-data*)))
+                      (binstore:close-store store)))
+               (dolist (f (directory (make-pathname :name :wild :type :wild
+                                                    :defaults file)))
+                 (when (search (pathname-name file) (namestring f))
+                   (delete-file f)))))))))
+
+(defun run-places (&key (stream *standard-output*))
+  "Run the place checks; print a line each; true when all passed."
+  (let ((failed 0))
+    (loop for (name . check) in (place-checks)
+          do (let ((result (handler-case (funcall check)
+                             (error (e) (format nil "error: ~a" e)))))
+               (unless (eq result t) (incf failed))
+               (format stream "~&~:[FAIL~;PASS~] place: ~a~@[ (~a)~]~%"
+                       (eq result t) name (and (stringp result) result))))
+    (zerop failed)))
