@@ -65,7 +65,7 @@ for other systems' files."
   :around-compile call-with-quiet-binstore-compilation
   :version "0.1.0"
   :license "MIT"
-  :depends-on ((:require "sb-posix"))
+  :depends-on ((:feature :sbcl (:require "sb-posix")))
   :in-order-to ((test-op (test-op "binstore/tests")))
   :components
   ((:module "base"
@@ -79,15 +79,29 @@ for other systems' files."
    (:module "platform"
     :pathname "src/platform"
     :depends-on ("base")
-    :components ((:file "memory")
-                 (:file "os" :depends-on ("memory"))
-                 (:file "runtime" :depends-on ("memory"))
-                 (:file "objects" :depends-on ("memory"))
-                 (:file "stack" :depends-on ("memory"))
+    ;; SBCL's files, then ECL's (the same names over ECL's C), chosen by
+    ;; feature; prefetch.lisp, crc32c.lisp and simd.lisp are for every Lisp
+    ;; (their instructions are SBCL's; elsewhere they say there are none)
+    :components ((:file "memory" :if-feature :sbcl)
+                 (:file "os" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "runtime" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "objects" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "stack" :if-feature :sbcl :depends-on ("memory"))
+                 (:file "threads" :if-feature :sbcl)
+                 (:file "sbcl/types" :if-feature :sbcl)
+                 (:file "ecl/memory" :if-feature :ecl)
+                 (:file "ecl/os" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/runtime" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/objects" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/stack" :if-feature :ecl :depends-on ("ecl/memory"))
+                 (:file "ecl/threads" :if-feature :ecl)
                  (:file "prefetch")
-                 (:file "crc32c" :depends-on ("memory" "runtime"))
-                 (:file "simd" :depends-on ("memory" "runtime"))
-                 (:file "threads")))
+                 (:file "crc32c" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
+                                              (:feature :ecl "ecl/memory")
+                                              (:feature :ecl "ecl/runtime")))
+                 (:file "simd" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
+                                            (:feature :ecl "ecl/memory")
+                                            (:feature :ecl "ecl/runtime")))))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)
    (:module "format"
@@ -238,6 +252,15 @@ build/binstore, with binstore/compression when that loads."
   ;; Returns, or signals an error when a test failed; never exits the image
   ;; (see RUN-FROM-ASDF in tests/run.lisp).  `make test' exits instead.
   :perform (test-op (o c) (symbol-call :binstore-tests :run-from-asdf)))
+
+(defsystem "binstore/portable-tests"
+  :description "The tests every Lisp binstore runs on passes: the same bytes
+as golden.sexp (written on SBCL) for the same data, and round trips.  Plain
+Common Lisp, no test framework: (binstore-portable-tests:run)."
+  :around-compile call-with-quiet-binstore-compilation
+  :depends-on ("binstore")
+  :pathname "tests/portable"
+  :components ((:file "portable")))
 
 (defsystem "binstore/bench"
   :description "Benchmarks on the standard data sets."

@@ -2,6 +2,10 @@
 
 (defpackage #:binstore
   (:use #:common-lisp)
+  ;; ECL leaves the elements of a new array undefined where SBCL zeroes
+  ;; them, which binstore relies on: the ECL platform's MAKE-ARRAY zeroes
+  ;; them (src/platform/ecl/memory.lisp)
+  #+ecl (:shadow #:make-array)
   (:documentation "binstore: store any Common Lisp data to bytes and get it
 back.  STORE writes a record to a place (an octet vector, a file, a stream,
 raw memory); RESTORE reads one back with identity, sharing and circularity

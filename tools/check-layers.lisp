@@ -64,11 +64,15 @@ a definition of fails the check.")
 ;;; The graph binstore.asd declares -------------------------------------------
 
 (defun files-of (component)
-  "The file components of COMPONENT: itself when it is one, else those of
-its children, in order."
-  (if (typep component 'asdf:parent-component)
-      (loop for child in (asdf:component-children component) append (files-of child))
-      (list component)))
+  "The file components of COMPONENT that this Lisp builds (its :IF-FEATURE
+holds: SBCL's platform files, not another Lisp's): itself when it is one,
+else those of its children, in order."
+  (cond ((let ((feature (asdf::component-if-feature component)))
+           (and feature (not (uiop:featurep feature))))
+         '())
+        ((typep component 'asdf:parent-component)
+         (loop for child in (asdf:component-children component) append (files-of child)))
+        (t (list component))))
 
 (defun sibling (component name)
   "The component NAME that COMPONENT's :DEPENDS-ON names: a sibling."
@@ -85,7 +89,12 @@ that each module enclosing it names in its :DEPENDS-ON."
    (loop for component = file then (asdf:component-parent component)
          until (typep component 'asdf:system)
          append (loop for name in (asdf:component-sideway-dependencies component)
-                      append (files-of (sibling component name))))))
+                      ;; (:FEATURE expression name): a dependency on this
+                      ;; Lisp only when the expression holds
+                      append (if (and (consp name) (eq (first name) :feature))
+                                 (and (uiop:featurep (second name))
+                                      (files-of (sibling component (third name))))
+                                 (files-of (sibling component name)))))))
 
 (defun relative-name (file)
   "FILE's source, relative to the checkout: src/core/decoder.lisp."

@@ -24,7 +24,7 @@
 
 (defun element-type-code-of-type (array)
   "The format's code for ARRAY's element type, found from the type."
-  (let ((type (array-element-type array)))
+  (let ((type (array-element-type-name array))) ; on SBCL ARRAY-ELEMENT-TYPE
     (or (position type +element-types+ :key #'second :test #'equal)
         (error 'unstorable-object :object array
                                   :message (format nil "array element type ~s is not known" type)))))
@@ -32,9 +32,11 @@
 (define-load-time-global **element-type-code-by-widetag**
     (let ((table (make-array 256 :initial-element nil)))
       (loop for (nil type) across +element-types+
-            do (let ((v (make-array 0 :element-type type)))
-                 (setf (svref table (array-widetag v))
-                       (element-type-code-of-type v))))
+            ;; every type on SBCL; ECL has no arrays of element type NIL
+            when (array-element-type-supported-p type)
+              do (let ((v (make-array 0 :element-type type)))
+                   (setf (svref table (array-widetag v))
+                         (element-type-code-of-type v))))
       table)
   "For a simple vector's widetag, the code ELEMENT-TYPE-CODE-OF-TYPE gives
 every simple vector with that widetag: looked up in one load, where the
@@ -192,20 +194,73 @@ stored."
                    (setf (ibuf-pos ib) (+ p (* 8 k)))
                    (incf i k)))))))
 
+(defun payload-integer-signed-p (code)
+  "True when the element type CODE is a signed integer type."
+  (let ((type (element-type-of-code code)))
+    (or (eq type 'fixnum) (and (consp type) (eq (first type) 'signed-byte)))))
+
+(defun write-payload-elementwise (ob storage code count)
+  "Write COUNT integer elements of STORAGE one at a time, packed as the
+format packs them: for a platform whose memory does not hold them so (see
+ELEMENTWISE-PAYLOAD-P; never on SBCL)."
+  (let* ((bits (element-bits code))
+         (nbytes (payload-bytes code count))
+         (octets (make-array nbytes :element-type '(unsigned-byte 8) :initial-element 0)))
+    (dotimes (i count)
+      (let ((v (ldb (byte bits 0) (aref storage i)))
+            (bit (* i bits)))
+        (if (< bits 8)
+            (multiple-value-bind (byte at) (floor bit 8)
+              (setf (aref octets byte) (logior (aref octets byte) (ash v at))))
+            (dotimes (k (floor bits 8))
+              (setf (aref octets (+ (floor bit 8) k)) (ldb (byte 8 (* 8 k)) v))))))
+    (with-pinned-objects (octets)
+      (write-octets-from-address ob (pointer-address (vector-pointer octets)) nbytes))))
+
+(defun read-payload-elementwise (rs storage code count)
+  "Read COUNT integer elements packed as the format packs them into STORAGE
+one at a time (see WRITE-PAYLOAD-ELEMENTWISE), checking each fits."
+  (let* ((ib (rs-ibuf rs))
+         (bits (element-bits code))
+         (signed (payload-integer-signed-p code))
+         (nbytes (payload-bytes code count))
+         (start (ibuf-offset ib))
+         (octets (make-array nbytes :element-type '(unsigned-byte 8))))
+    (with-pinned-objects (octets)
+      (read-octets-to-address ib (pointer-address (vector-pointer octets)) nbytes))
+    (let ((type (element-type-of-code code)))
+      (dotimes (i count)
+        (let* ((bit (* i bits))
+               (v (if (< bits 8)
+                      (ldb (byte bits (mod bit 8)) (aref octets (floor bit 8)))
+                      (let ((v 0))
+                        (dotimes (k (floor bits 8) v)
+                          (setf v (logior v (ash (aref octets (+ (floor bit 8) k)) (* 8 k)))))))))
+          (when (and signed (logbitp (1- bits) v))
+            (decf v (ash 1 bits)))
+          (unless (typep v type)
+            (invalid ib (format nil "element ~d does not fit ~s" v type)
+                     "an element of the array's type" (+ start (floor bit 8))))
+          (setf (aref storage i) v))))
+    storage))
+
 (defun write-payload (ob storage code count)
   "Write COUNT elements of the simple specialized vector STORAGE."
   (case code
     ((#.+element-type-ub62+ #.+element-type-fixnum+)
      (write-tagged-words ob storage count))
+    ;; ELEMENTWISE-PAYLOAD-P is NIL on SBCL: the branch is not compiled
     (t
-     (let* ((bits (element-bits code))
-            (whole (floor (* count bits) 8))
-            (partial-bits (mod (* count bits) 8)))
-       (with-pinned-objects (storage)
-         (let ((sap (vector-pointer storage)))
-           (write-octets-from-address ob (pointer-address sap) whole)
-           (unless (zerop partial-bits)
-             (write-u8 ob (ldb (byte partial-bits 0) (mem-u8 sap whole))))))))))
+     (if (elementwise-payload-p code)
+         (write-payload-elementwise ob storage code count)
+         (let* ((bits (element-bits code))
+                (whole (floor (* count bits) 8))
+                (partial-bits (mod (* count bits) 8)))
+           (with-pinned-objects (storage)
+             (let ((sap (vector-pointer storage)))
+               (write-octets-from-address ob (pointer-address sap) whole)
+               (unless (zerop partial-bits)
+                 (write-u8 ob (ldb (byte partial-bits 0) (mem-u8 sap whole)))))))))))
 
 (defun range-checked-code-p (code)
   "True for the element types whose payload, copied as it is, can hold
@@ -244,18 +299,21 @@ RANGE-CHECKED-CODE-P)."
     (case code
       ((#.+element-type-ub62+ #.+element-type-fixnum+)
        (read-tagged-words rs storage code count))
+      ;; ELEMENTWISE-PAYLOAD-P is NIL on SBCL: the branch is not compiled
       (t
-       (let ((nbytes (payload-bytes code count))
-             (partial-bits (mod (* count (element-bits code)) 8))
-             (start (ibuf-offset ib)))
-         (with-pinned-objects (storage)
-           (let ((sap (vector-pointer storage)))
-             (read-octets-to-address ib (pointer-address sap) nbytes)
-             ;; SBCL expects the unused bits after the last element to be zero
-             (unless (zerop partial-bits)
-               (setf (mem-u8 sap (1- nbytes))
-                     (ldb (byte partial-bits 0) (mem-u8 sap (1- nbytes)))))
-             (check-payload-range rs (pointer-address sap) nbytes code start))))))
+       (if (elementwise-payload-p code)
+           (read-payload-elementwise rs storage code count)
+           (let ((nbytes (payload-bytes code count))
+                 (partial-bits (mod (* count (element-bits code)) 8))
+                 (start (ibuf-offset ib)))
+             (with-pinned-objects (storage)
+               (let ((sap (vector-pointer storage)))
+                 (read-octets-to-address ib (pointer-address sap) nbytes)
+                 ;; SBCL expects the unused bits after the last element to be zero
+                 (unless (zerop partial-bits)
+                   (setf (mem-u8 sap (1- nbytes))
+                         (ldb (byte partial-bits 0) (mem-u8 sap (1- nbytes)))))
+                 (check-payload-range rs (pointer-address sap) nbytes code start)))))))
     storage))
 
 ;;; Simple vectors --------------------------------------------------------
@@ -375,7 +433,8 @@ the type at run time, it parses the type specifier on every call (about
     (let ((table (make-array 256 :element-type '(unsigned-byte 8) :initial-element 0)))
       (loop for (code nil bits) across +element-types+
             do (when (and bits (plusp bits) (raw-element-code-p code)
-                          (/= code +element-type-ub62+) (/= code +element-type-fixnum+))
+                          (/= code +element-type-ub62+) (/= code +element-type-fixnum+)
+                          (not (elementwise-payload-p code))) ; on SBCL (NOT NIL)
                  (setf (aref table code) bits)))
       table)
   "For each element type code whose payload is the vector's memory as it
@@ -516,7 +575,8 @@ is wrong."
 
 (defun array-flags (a)
   (logior (if (array-has-fill-pointer-p a) +array-fill-pointer+ 0)
-          (if (adjustable-array-p a) +array-adjustable+ 0)
+          ;; on SBCL ADJUSTABLE-ARRAY-P, true of every array not simple
+          (if (format-adjustable-p a) +array-adjustable+ 0)
           (if (array-displacement a) +array-displaced+ 0)))
 
 (defun general-t-array-p (a)

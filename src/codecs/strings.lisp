@@ -59,7 +59,8 @@ if it did."
 (defun write-string-payload (ob string)
   "Character count, then UTF-8: the body of a string, symbol or package name."
   (declare (type string string) (optimize speed))
-  (let ((n (length string)))
+  (let* ((string (format-string string)) ; on SBCL STRING itself
+         (n (length string)))
     (unless (and (< n 128)
                  (typep string 'simple-string)
                  (put-short-string-payload ob string))

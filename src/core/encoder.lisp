@@ -37,8 +37,12 @@ vector): its id can be taken before it is written, in the same probe."
       (double-float (tracked-simple-leaf (ss x) (write-double-float ob x)))
       (single-float (write-single-float ob x))
       (character (write-character ob x))
-      (simple-base-string (tracked-simple-leaf (ss x) (write-simple-base-string ob x)))
-      ((simple-array character (*)) (tracked-simple-leaf (ss x) (write-character-string ob x)))
+      ;; the platform's names for SIMPLE-BASE-STRING and (SIMPLE-ARRAY
+      ;; CHARACTER (*)) (on SBCL those types): the format's base strings are
+      ;; ASCII, which another Lisp's base strings need not be
+      (format-base-string (tracked-simple-leaf (ss x) (write-simple-base-string ob x)))
+      (format-character-string
+       (tracked-simple-leaf (ss x) (write-character-string ob (format-string x))))
       (simple-vector (write-container-object ss x))
       ;; Integers within 63 bits are SBCL's fixnums: immediate, never tracked.
       ;; The test is on the value, so every Lisp writes the same bytes.

@@ -39,7 +39,11 @@
 (defconstant +chunk-shift+ 12
   "Log2 of the address range a block of seen bits covers (4 KiB).")
 
-(defconstant +block-words+ (/ (ash 1 (- +chunk-shift+ +granule-shift+)) 64)
+(defconstant +seen-word-shift+ (integer-length (1- +seen-word-bits+))
+  "Log2 of the bits in a word of seen bits (the platform's +SEEN-WORD-BITS+:
+64 on SBCL, fewer where a 64-bit word is not an unboxed integer).")
+
+(defconstant +block-words+ (/ (ash 1 (- +chunk-shift+ +granule-shift+)) +seen-word-bits+)
   "Words of seen bits per block: a bit for each granule of a chunk.")
 
 (defconstant +recent-chunks+ 4
@@ -47,7 +51,7 @@
 RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
 
 (deftype u32-vector () '(simple-array (unsigned-byte 32) (*)))
-(deftype word-vector () '(simple-array word (*)))
+(deftype word-vector () '(simple-array seen-word (*))) ; on SBCL WORD
 (deftype id-or-none () "An id, or -1 for none." '(integer -1 #.(1- (expt 2 32))))
 
 (defstruct (identity-table (:conc-name it-) (:constructor %make-identity-table))
@@ -74,7 +78,7 @@ RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
   ;; DIRECTORY at least twice as long as CHUNKS, a power of two, so a probe
   ;; always meets an empty entry and a block index is always within BITS.
   (chunks (make-array 16 :element-type 'fixnum) :type (simple-array fixnum (*)))
-  (bits (make-array (* 16 +block-words+) :element-type 'word) :type word-vector)
+  (bits (make-array (* 16 +block-words+) :element-type 'seen-word) :type word-vector)
   (directory (make-array 32 :element-type '(unsigned-byte 32)) :type u32-vector)
   (blocks 0 :type index)                      ; blocks in use
   (last-chunk -1 :type fixnum)                ; the chunk met last, and its block's
@@ -232,7 +236,7 @@ where it goes."
   "Double the number of blocks TABLE can hold, keeping the ones in use."
   (let* ((n (* 2 (length (it-chunks table))))
          (chunks (make-array n :element-type 'fixnum))
-         (bits (make-array (* +block-words+ n) :element-type 'word))
+         (bits (make-array (* +block-words+ n) :element-type 'seen-word))
          (used (it-blocks table)))
     (replace chunks (it-chunks table) :end2 used)
     (replace bits (it-bits table) :end2 (* +block-words+ used))
@@ -268,8 +272,8 @@ where it goes."
 if it was set already."
   (declare (type identity-table table) (type index base) (optimize speed))
   (let* ((granule (address-granule address))
-         (k (+ base (ash granule -6)))
-         (bit (ash 1 (logand granule 63)))
+         (k (+ base (ash granule (- +seen-word-shift+))))
+         (bit (ash 1 (logand granule (1- +seen-word-bits+))))
          (bits (it-bits table)))
     (declare (type index k))
     ;; BASE is a block's first word (see INSTALL-BLOCKS) and K within its
@@ -338,7 +342,8 @@ taking a block for a chunk that has none."
                               (* +block-words+ (1- entry))
                               (return-from seen-p nil)))))))
     (declare (type index base))
-    (logbitp (logand granule 63) (aref (it-bits table) (+ base (ash granule -6))))))
+    (logbitp (logand granule (1- +seen-word-bits+))
+             (aref (it-bits table) (+ base (ash granule (- +seen-word-shift+)))))))
 
 (defun clear-seen (table)
   "Clear TABLE's seen bits and directory, touching only the blocks in use.
@@ -677,8 +682,8 @@ object."
             (,epoch (it-epoch ,it))
             (,k -1)
             (,word 0))
-       (declare (type identity-table ,it) (type (simple-array word (*)) ,bits)
-                (type index ,base) (type fixnum ,chunk ,k) (type word ,word)
+       (declare (type identity-table ,it) (type word-vector ,bits)
+                (type index ,base) (type fixnum ,chunk ,k) (type seen-word ,word)
                 (ignorable ,ready))
        (flet ((,claim (x)
                 ;; the address first, then the epoch: a collection after the
@@ -688,8 +693,8 @@ object."
                              (= (address-chunk address) ,chunk))
                     (let* ((granule (address-granule address))
                            ;; within the chunk's block, so within BITS
-                           (wk (truly-the index (+ ,base (ash granule -6))))
-                           (bit (ash 1 (logand granule 63))))
+                           (wk (truly-the index (+ ,base (ash granule (- +seen-word-shift+)))))
+                           (bit (ash 1 (logand granule (1- +seen-word-bits+)))))
                       (unless (= wk ,k)
                         (locally (declare (optimize (safety 0)))
                           (when (>= ,k 0)
@@ -892,7 +897,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
      (* 8 (length (it-box-runs table)))
      (* 8 (length (or (it-lengths table) #())))
      (* 8 (length (it-chunks table)))
-     (* 8 (length (it-bits table)))
+     (* (/ +seen-word-bits+ 8) (length (it-bits table)))
      (* 4 (length (it-directory table)))
      (* 8 (length (it-slots table)))))
 

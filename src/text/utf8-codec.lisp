@@ -209,7 +209,7 @@ from START below END (NIL: its length), as UTF8-ENCODE writes them.  Bounds
 outside STRING signal a TYPE-ERROR."
   (check-type string string)
   (let ((end (resolve-bounds string start end)))
-    (with-array-data ((data string) (from start) (to end))
+    (with-array-data ((data (format-string string)) (from start) (to end)) ; on SBCL STRING
       (if (typep data '(simple-array character (*)))
           (utf8-chars-length data from to)
           (- to from)))))               ; base characters are ASCII, a byte each
@@ -223,7 +223,7 @@ string's characters are ASCII, their own encoding: they are copied.  Bounds
 outside STRING signal a TYPE-ERROR."
   (check-type string string)
   (let ((end (resolve-bounds string start end)))
-    (with-array-data ((data string) (from start) (to end))
+    (with-array-data ((data (format-string string)) (from start) (to end)) ; on SBCL STRING
       (if (typep data '(simple-array character (*)))
           (let ((octets (make-array (the index (utf8-chars-length data from to))
                                     :element-type '(unsigned-byte 8))))
@@ -254,7 +254,7 @@ signal a TYPE-ERROR."
   (check-type octets (vector (unsigned-byte 8)))
   (let ((end (resolve-bounds string start end))
         (octet-end (resolve-bounds octets octet-start octet-end)))
-    (with-array-data ((data string) (from start) (to end))
+    (with-array-data ((data (format-string string)) (from start) (to end)) ; on SBCL STRING
       (with-array-data ((out octets) (o-from octet-start) (o-to octet-end))
         (declare (type (simple-array (unsigned-byte 8) (*)) out))
         (let ((k from) (p o-from))

@@ -1,0 +1,20 @@
+;;;; The control stack on ECL: how deep a recursive reader may still go
+;;;; (src/platform/stack.lisp's names).  ECL's stack grows downward on
+;;;; x86-64; the thread's environment keeps the limit at which ECL itself
+;;;; signals a stack overflow.
+
+(in-package #:binstore)
+
+(defun stack-limit (margin)
+  "The address of the control stack that a reader recursing in the current
+thread must not go below, leaving MARGIN bytes free."
+  (declare (type (unsigned-byte 32) margin))
+  (+ (ffi:c-inline () () :fixnum "(cl_fixnum)(ecl_process_env()->cs_limit)" :one-liner t)
+     margin))
+
+(declaim (inline stack-exhausted-p))
+(defun stack-exhausted-p (limit)
+  "True when the current thread's stack pointer has gone past LIMIT."
+  (declare (type fixnum limit))
+  (ffi:c-inline (limit) (:fixnum) :bool
+                "({ char here_; (cl_fixnum)&here_ < #0; })" :one-liner t))

@@ -1,0 +1,63 @@
+;;;; The format's strings and array element types, on SBCL: what the other
+;;;; platforms (src/platform/ecl/objects.lisp) must translate, SBCL has as it
+;;;; is.  Each is a type, an inline function or a macro that gives what the
+;;;; codecs named themselves before there was another platform, so that the
+;;;; code compiled on SBCL is what it was.
+
+(in-package #:binstore)
+
+(declaim (inline array-element-type-name))
+(defun array-element-type-name (array)
+  "ARRAY's element type as the format names it: on SBCL its
+ARRAY-ELEMENT-TYPE."
+  (array-element-type array))
+
+(declaim (inline array-element-type-supported-p))
+(defun array-element-type-supported-p (type)
+  "True when arrays of the format's element type TYPE can be made here:
+every one on SBCL."
+  (declare (ignore type))
+  t)
+
+(defmacro elementwise-payload-p (code)
+  "True when the raw payload of element type CODE is not laid out in memory
+as in the format, so that it is converted element by element: never on
+SBCL, whose layout the format's is."
+  (declare (ignore code))
+  nil)
+
+;;; Strings.  The format's base strings are ASCII (doc/FORMAT.md), as SBCL's
+;;; base characters are.
+
+(deftype format-base-string ()
+  "The strings written as the format's BASE-STRING: on SBCL every
+SIMPLE-BASE-STRING."
+  'simple-base-string)
+
+(deftype format-character-string ()
+  "The strings written as the format's STRING: on SBCL every
+(SIMPLE-ARRAY CHARACTER (*))."
+  '(simple-array character (*)))
+
+(defmacro format-string (string)
+  "STRING as the format writes its characters: on SBCL STRING itself."
+  string)
+
+;;; The identity table's seen bits (src/core/identity-table.lisp).
+
+(defconstant +seen-word-bits+ 64
+  "Bits in a word of the identity table's seen bits: SBCL's machine word,
+an unboxed integer in its compiled code.")
+
+(deftype seen-word ()
+  "A word of the identity table's seen bits: on SBCL a machine word."
+  'word)
+
+;;; Arrays.
+
+(declaim (inline format-adjustable-p))
+(defun format-adjustable-p (array)
+  "True when the format calls ARRAY adjustable: on SBCL ADJUSTABLE-ARRAY-P,
+which is true of every array that is not simple (made adjustable, or with a
+fill pointer, or displaced)."
+  (adjustable-array-p array))
