@@ -2,7 +2,8 @@
 #   make test    installs what is missing, checks that binstore compiles
 #                quietly (make quiet-build) and that each file compiles with
 #                only what binstore.asd says it depends on (make
-#                check-layers), runs the whole suite
+#                check-layers), runs the portable tests on ECL (make
+#                test-ecl), runs the whole suite on SBCL
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make cli                  saves the command-line tool bin/binstore runs,
@@ -51,7 +52,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -68,8 +69,18 @@ bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
 	@if [ -n "$(PEERS_DIR)" ] && [ -d "$(PEERS_DIR)" ]; then ./tools/ensure-packages $(PEER_DEBS); fi
 
-test: deps quiet-build check-layers cli
+test: deps quiet-build check-layers cli test-ecl
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
+
+# The portable tests (tests/portable/: each case stored gives the bytes
+# written on SBCL in golden.sexp, and restores) on ECL, which is installed
+# when missing.  ECL compiles binstore to C the first time (about 1.5 min).
+ECL ?= ecl
+test-ecl:
+	@./tools/ensure-packages ecl:$(ECL)
+	$(ECL) --norc --eval '(require :asdf)' --eval '(push (truename "./") asdf:*central-registry*)' \
+	  --eval '(asdf:load-system "binstore/portable-tests")' \
+	  --eval '(ext:quit (if (binstore-portable-tests:run) 0 1))' </dev/null
 
 # The command-line tool's executable, which bin/binstore runs when it is newer
 # than every source file (else bin/binstore loads binstore from the checkout):
