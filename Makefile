@@ -16,6 +16,7 @@
 #                             babel, trivial-utf-8 and CPython (RUNS=n)
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
+#   make bench-portable       bench/portable.lisp on SBCL and on ECL
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
 #   make soak                 1,000 store writers killed with SIGKILL
@@ -52,7 +53,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -71,6 +72,14 @@ bench-deps: deps
 
 test: deps quiet-build check-layers cli test-ecl
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
+
+# bench/portable.lisp on SBCL and on ECL (installed when missing), one table
+# each: what a data set costs on either Lisp, measured the same way.
+bench-portable:
+	@./tools/ensure-packages ecl:$(ECL)
+	$(SBCL_RUN) --load bench/portable.lisp --eval '(binstore-portable-bench:run)'
+	$(ECL) --norc --load bench/portable.lisp --eval '(binstore-portable-bench:run)' \
+	  --eval '(ext:quit)' </dev/null
 
 # The portable tests (tests/portable/: each case stored gives the bytes
 # written on SBCL in golden.sexp, and restores) on ECL, which is installed
