@@ -80,8 +80,8 @@ for other systems' files."
     :pathname "src/platform"
     :depends-on ("base")
     ;; SBCL's files, then ECL's (the same names over ECL's C), chosen by
-    ;; feature; prefetch.lisp, crc32c.lisp and simd.lisp are for every Lisp
-    ;; (their instructions are SBCL's; elsewhere they say there are none)
+    ;; feature; prefetch.lisp, cpu.lisp, crc32c.lisp and simd.lisp are for
+    ;; every Lisp (their instructions are SBCL's; elsewhere there are none)
     :components ((:file "memory" :if-feature :sbcl)
                  (:file "os" :if-feature :sbcl :depends-on ("memory"))
                  (:file "runtime" :if-feature :sbcl :depends-on ("memory"))
@@ -96,12 +96,11 @@ for other systems' files."
                  (:file "ecl/stack" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/threads" :if-feature :ecl)
                  (:file "prefetch")
-                 (:file "crc32c" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
-                                              (:feature :ecl "ecl/memory")
-                                              (:feature :ecl "ecl/runtime")))
-                 (:file "simd" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
-                                            (:feature :ecl "ecl/memory")
-                                            (:feature :ecl "ecl/runtime")))))
+                 (:file "cpu" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
+                                           (:feature :ecl "ecl/memory")
+                                           (:feature :ecl "ecl/runtime")))
+                 (:file "crc32c" :depends-on ("cpu"))
+                 (:file "simd" :depends-on ("cpu"))))
    ;; the options, and the format as data (tags.lisp derives its constants
    ;; from the grammar)
    (:module "format"

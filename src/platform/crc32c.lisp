@@ -4,11 +4,9 @@
 ;;;; with CRC32C (src/store/checksum.lisp).  Table-driven in Lisp it runs at
 ;;;; about 1.3 GB/s here; the instruction takes eight bytes per step with a
 ;;;; latency of three cycles, several times that.  On SBCL x86-64 CRC32C-WORD
-;;;; is that one instruction (a VOP); CRC32C-INSTRUCTION-P says whether this
-;;;; processor has it (CPUID leaf 1, ECX bit 20), asked once per process: a
-;;;; saved image (the command-line tool) may start on another machine, so
-;;;; the answer is forgotten when an image is saved.  Elsewhere there is no
-;;;; instruction and the caller keeps to its tables.
+;;;; is that one instruction (a VOP); CRC32C-INSTRUCTION-P (cpu.lisp) says
+;;;; whether this processor has it.  Elsewhere there is no instruction and
+;;;; the caller keeps to its tables.
 
 (in-package #:binstore)
 
@@ -43,26 +41,3 @@ CRC32C-INSTRUCTION-P is true."
   (declare (type (unsigned-byte 32) crc) (type (unsigned-byte 64) word))
   #+(and sbcl x86-64) (crc32c-word crc word)
   #-(and sbcl x86-64) (progn crc word (error "no CRC32 instruction here")))
-
-(define-global **crc32c-instruction** :unknown
-  "Whether this processor has the CRC32 instruction: T, NIL, or :UNKNOWN
-until first asked in this process.")
-
-(defun crc32c-instruction-p ()
-  "True when CRC32C-WORD may be called: SBCL on an x86-64 processor with
-SSE4.2."
-  (let ((known **crc32c-instruction**))
-    (if (eq known :unknown)
-        (setf **crc32c-instruction**
-              #+(and sbcl x86-64)
-              (and (>= (sb-vm::%cpu-identification 0 0) 1)
-                   (logbitp 20 (nth-value 2 (sb-vm::%cpu-identification 1 0))))
-              #-(and sbcl x86-64) nil)
-        known)))
-
-(defun forget-crc32c-instruction ()
-  "Make the next CRC32C-INSTRUCTION-P ask the processor again."
-  (setf **crc32c-instruction** :unknown))
-
-;;; A saved image asks again when it starts: it may run on another processor.
-(call-before-image-save 'forget-crc32c-instruction)

@@ -7,23 +7,13 @@
 ;;;; characters with one instruction (VPMOVZXBD), and tells whether 32
 ;;;; bytes are all ASCII with two (VMOVDQU, VPMOVMSKB); encoding narrows
 ;;;; sixteen characters into sixteen bytes with three (VPACKUSDW twice,
-;;;; VPACKUSWB) and tells whether they were all ASCII with four more.  On SBCL x86-64 ASCII-MASK-32, WIDEN-32 and
-;;;; NARROW-16 are those instructions (VOPs);
-;;;; AVX2-INSTRUCTIONS-P says whether this processor has them (CPUID leaf
-;;;; 7, EBX bit 5) and the system has turned XSAVE on (leaf 1, ECX bit 27,
-;;;; OSXSAVE, as every Linux that knows AVX does), asked once per process
-;;;; and again in a process started from a saved image.  Elsewhere there are none, and the
-;;;; callers keep to their word loops.
+;;;; VPACKUSWB) and tells whether they were all ASCII with four more.  On
+;;;; SBCL x86-64 ASCII-MASK-32, WIDEN-32 and NARROW-16 are those
+;;;; instructions (VOPs); AVX2-INSTRUCTIONS-P (cpu.lisp) says whether this
+;;;; processor has them.  Elsewhere there are none, and the callers keep to
+;;;; their word loops.
 
 (in-package #:binstore)
-
-(eval-when (:compile-toplevel :load-toplevel :execute)
-  (defun avx2-vops-p ()
-    "Whether this SBCL can assemble AVX2 VOPs: a feature expression, true
-or false, for #+."
-    #+(and sbcl x86-64)
-    (if (find-symbol "INT-AVX2-REG" "SB-VM") '(:and) '(:or))
-    #-(and sbcl x86-64) '(:or)))
 
 #+#.(binstore::avx2-vops-p)
 (eval-when (:compile-toplevel :load-toplevel :execute)
@@ -130,27 +120,3 @@ AVX2-INSTRUCTIONS-P is true."
   (declare (type (unsigned-byte 64) from to))
   #+#.(binstore::avx2-vops-p) (narrow-16 from to)
   #-#.(binstore::avx2-vops-p) (progn from to (error "no AVX2 here")))
-
-(define-global **avx2-instructions** :unknown
-  "Whether this processor and system run AVX2: T, NIL, or :UNKNOWN until
-first asked in this process.")
-
-(defun avx2-instructions-p ()
-  "True when ASCII-MASK-32, WIDEN-32 and NARROW-16 may be called: SBCL on an x86-64
-processor with AVX2, its system with XSAVE on."
-  (let ((known **avx2-instructions**))
-    (if (eq known :unknown)
-        (setf **avx2-instructions**
-              #+#.(binstore::avx2-vops-p)
-              (and (>= (sb-vm::%cpu-identification 0 0) 7)
-                   (logbitp 27 (nth-value 2 (sb-vm::%cpu-identification 1 0)))
-                   (logbitp 5 (nth-value 1 (sb-vm::%cpu-identification 7 0))))
-              #-#.(binstore::avx2-vops-p) nil)
-        known)))
-
-(defun forget-avx2-instructions ()
-  "Make the next AVX2-INSTRUCTIONS-P ask the processor again."
-  (setf **avx2-instructions** :unknown))
-
-;;; A saved image asks again when it starts: it may run on another processor.
-(call-before-image-save 'forget-avx2-instructions)
