@@ -21,7 +21,8 @@
            #:regression-files
            #:read-octets
            #:describe-condition
-           #:compressed-p))
+           #:compressed-p
+           #:differential-disagreement))
 
 (in-package #:binstore-fuzz)
 
@@ -865,10 +866,16 @@ otherwise; the second value is a plist of counts (:inputs :compressed
             (let ((difference (differential-disagreement input intern-symbols
                                                          (* 64 1024 1024))))
               (when difference
-                (when (and verbose (< disagreements 10))
-                  (format t "~&fuzz: DISAGREEMENT ~a~%  input ~d bytes: ~a~%"
-                          difference (length input) (hex-string input))
-                  (finish-output))
+                ;; kept whole, as a regression test that compares both
+                ;; decoders again (tests/fuzz.lisp)
+                (let ((path (and (< disagreements 10)
+                                 (save-regression (format nil "disagreement-~d"
+                                                          (if intern-symbols 1 0))
+                                                  input))))
+                  (when (and verbose (< disagreements 10))
+                    (format t "~&fuzz: DISAGREEMENT ~a~%  input ~d bytes: ~a~%  saved as ~a~%"
+                            difference (length input) (hex-string input) path)
+                    (finish-output)))
                 (incf disagreements))))
           (when (eq outcome :failure)
             ;; Shrinking is slow: only the first input of each kind of

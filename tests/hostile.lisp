@@ -1021,3 +1021,25 @@ or without any."
         (is (eql 0 (first restored)))
         (is (eql 0 (third restored)))
         (is (eq (nth 29 (second restored)) (fourth restored)))))))
+
+(defstruct hostile-nan-slot
+  (package nil :type (or null package)))
+
+(test hostile-nan-in-a-typed-slot
+  "A NaN where a slot typed (OR NULL PACKAGE) expects its value is refused
+with a BINSTORE-ERROR by the decoder and by the reference decoder (SBCL's
+type test compares a NaN with the floats of a MEMBER type, which traps),
+and a symbol whose package is a NaN likewise."
+  (let* ((octets (binstore:store nil (make-hostile-nan-slot) :output-magic-number nil))
+         (n (length octets)))
+    (is (= 0 (aref octets (1- n))))
+    (dolist (nan '(#(#x0D 0 0 0 0 0 0 #xF8 #xFF) #(#x0C 0 0 #xC0 #xFF)))
+      (let ((bad (concatenate '(simple-array (unsigned-byte 8) (*)) (subseq octets 0 (1- n)) nan)))
+        (signals binstore:binstore-error (binstore:restore bad :require-header nil))
+        (signals binstore:binstore-error
+          (binstore::reference-restore bad :require-header nil :max-count 10)))))
+  ;; symbol, its package a single-float NaN, its name "x"
+  (let ((bad (coerce #(#x28 #x17 #x0C 0 0 #xC0 #xFF 1 #x78) '(simple-array (unsigned-byte 8) (*)))))
+    (signals binstore:invalid-input (binstore:restore bad :require-header nil))
+    (signals binstore:invalid-input
+      (binstore::reference-restore bad :require-header nil :max-count 10))))

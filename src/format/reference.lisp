@@ -647,6 +647,14 @@ was announced at."
 
 ;;; Objects of each tag
 
+(defun typep-even-of-nan (object type)
+  "TYPEP, a NaN OBJECT tested with the invalid-operation trap masked (see
+PARSED-TYPEP): the reference decoder tests read values against types the
+grammar and slots give."
+  (if (and (floatp object) (float-nan-p object))
+      (with-float-traps-masked (:invalid) (typep object type))
+      (typep object type)))
+
 (defun rf-object-part (rf part fields index)
   "The OBJECT-FN: object INDEX of an :OBJECT or :OBJECTS PART, which must be
 of the part's :TYPE.  An instance's slot values (the part that allows the
@@ -655,7 +663,7 @@ unbound-slot tag) must each suit their slot, checked as each is read."
     (let* ((options (if (eq kind :objects) (rest options) options))
            (value (rf-read-object rf (getf options :unbound)))
            (type (getf options :type)))
-      (when (and type (not (typep value type)))
+      (when (and type (not (typep-even-of-nan value type)))
         (rf-invalid rf (format nil "~(~a~) is ~a, not of type ~s" name (brief value) type)
                     (format nil "an object of type ~s" type)))
       (when (getf options :unbound)
@@ -675,7 +683,7 @@ is not a structure class."
            (when (typep class 'structure-class)
              (rf-invalid rf (format nil "an unbound slot in structure ~s" (class-name class))
                          "a value (structure slots are always bound)")))
-          ((not (typep value (slot-definition-type slotd)))
+          ((not (typep-even-of-nan value (slot-definition-type slotd)))
            (rf-invalid rf (format nil "a slot of ~s gets a ~s" (class-name class) (type-of value))
                        (format nil "a value of type ~s" (slot-definition-type slotd)))))))
 
@@ -698,9 +706,12 @@ is not a structure class."
          (read-payload-into rf (make-array (f 'n) :element-type
                                            (second (element-type-entry (f 'code))))
                             payload)))
-      (:symbol (if (f 'package)
-                   (reference-symbol rf (f 'name) (f 'package))
-                   (make-symbol (base-string-when-possible (f 'name)))))
+      (:symbol (let ((package (f 'package)))
+                 (cond ((null package) (make-symbol (base-string-when-possible (f 'name))))
+                       ((packagep package) (reference-symbol rf (f 'name) package))
+                       (t (rf-invalid rf (format nil "a symbol's package is a ~s"
+                                                 (type-of package))
+                                      "a package")))))
       (:keyword (reference-symbol rf (f 'name) (find-package "KEYWORD")))
       (:uninterned-symbol (make-symbol (base-string-when-possible (f 'name))))
       (:package (or (find-package (f 'name))
@@ -727,7 +738,7 @@ order, refusing a value outside ARRAY's element type; return ARRAY."
       (return-from read-payload-into array)) ; element type NIL: no elements
     (dotimes (i (raw-payload-count payload) array)
       (let ((x (payload-element octets payload i)))
-        (unless (typep x type)
+        (unless (typep-even-of-nan x type)
           (cursor-invalid (rf-cursor rf) (format nil "element ~a does not fit ~s" x type)
                           "an element of the array's type"))
         (setf (row-major-aref array i) x)))))
@@ -764,12 +775,18 @@ classes of this image: MISSING-CLASS, MISSING-SLOT, or invalid when the
 class is not of the stored kind.  A codec's descriptor names the registered
 codec (MISSING-CODEC when there is none), in CLASS."
   (if (= (field fields 'kind) 3)
-      (make-reference-descriptor
-       :kind 3 :class-name (field fields 'class-name) :slot-names (field fields 'slot-names)
-       :class (or (find-codec (field fields 'class-name))
-                  (error 'missing-codec :name (field fields 'class-name)
-                                        :offset (cursor-pos (rf-cursor rf))
-                                        :message "is not registered")))
+      (progn
+        ;; its shape first, as the decoder checks it (CODEC-RESTORE-DESCRIPTOR)
+        (unless (and (symbolp (field fields 'class-name))
+                     (equal (field fields 'slot-names) '(:value)))
+          (rf-invalid rf "a codec descriptor without a symbol for name and one slot :VALUE"
+                      "a codec's name and the slot :VALUE"))
+        (make-reference-descriptor
+         :kind 3 :class-name (field fields 'class-name) :slot-names (field fields 'slot-names)
+         :class (or (find-codec (field fields 'class-name))
+                    (error 'missing-codec :name (field fields 'class-name)
+                                          :offset (cursor-pos (rf-cursor rf))
+                                          :message "is not registered"))))
       (reference-class-descriptor rf fields)))
 
 (defun reference-codec (rf descriptor want)

@@ -313,8 +313,14 @@ class on which that method is the only one applicable."
 
 (declaim (inline parsed-typep))
 (defun parsed-typep (object parsed-type)
-  "True when OBJECT is of PARSED-TYPE (from PARSE-TYPE)."
-  (sb-kernel:ctypep object parsed-type))
+  "True when OBJECT is of PARSED-TYPE (from PARSE-TYPE).  A NaN is tested
+with the invalid-operation trap masked: SBCL compares it with = against
+the floats of a MEMBER type (NULL is one: (OR NULL PACKAGE)), which traps,
+and restored data may hold NaNs anywhere."
+  (if (and (floatp object) (sb-ext:float-nan-p object))
+      (sb-int:with-float-traps-masked (:invalid)
+        (sb-kernel:ctypep object parsed-type))
+      (sb-kernel:ctypep object parsed-type)))
 
 (defun parsed-type-specifier (parsed-type)
   "A type specifier for PARSED-TYPE (from PARSE-TYPE), for messages."
