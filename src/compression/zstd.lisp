@@ -54,12 +54,15 @@ failed."
     (error 'store-error :message (format nil "zstd: ~a failed: ~a" what (%zstd-error-name code))))
   code)
 
+(defun zstd-made (pointer condition-type what)
+  "POINTER, a context zstd just made, unless it is null: then a condition
+of CONDITION-TYPE saying WHAT could not be made."
+  (when (cffi:null-pointer-p pointer)
+    (error condition-type :message (format nil "zstd: cannot make a ~a context" what)))
+  pointer)
+
 (define-context-kind **zstd-compression-contexts** "zstd compression"
-  :create (lambda ()
-            (let ((pointer (%zstd-create-cstream)))
-              (when (cffi:null-pointer-p pointer)
-                (error 'store-error :message "zstd: cannot make a compression context"))
-              pointer))
+  :create (lambda () (zstd-made (%zstd-create-cstream) 'store-error "compression"))
   ;; the level, the checksum and the workers are set again after
   :reset (lambda (pointer)
            (not (zstd-error-p (%zstd-cctx-reset pointer +zstd-reset-session-and-parameters+))))
@@ -144,11 +147,7 @@ most 128 MiB, zstd's own limit; 8 MiB at most for frames of levels up to
   (%make-zstd-source inner))
 
 (define-context-kind **zstd-decompression-contexts** "zstd decompression"
-  :create (lambda ()
-            (let ((pointer (%zstd-create-dstream)))
-              (when (cffi:null-pointer-p pointer)
-                (error 'restore-error :message "zstd: cannot make a decompression context"))
-              pointer))
+  :create (lambda () (zstd-made (%zstd-create-dstream) 'restore-error "decompression"))
   :reset (lambda (pointer)
            (not (zstd-error-p (%zstd-dctx-reset pointer +zstd-reset-session-and-parameters+))))
   :free #'%zstd-free-dstream)
