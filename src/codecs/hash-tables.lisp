@@ -78,10 +78,10 @@
       (charge rs (* 48 (+ 8 (max size count))))
       (values
        (handler-case
-           (make-hash-table :test test :size size :rehash-size rehash-size
-                            :rehash-threshold threshold
-                            :weakness (svref +hash-table-weaknesses+ weakness-code)
-                            :synchronized (logbitp 6 flags))
+           (make-hash-table-as-stored :test test :size size :rehash-size rehash-size
+                                      :rehash-threshold threshold
+                                      :weakness (svref +hash-table-weaknesses+ weakness-code)
+                                      :synchronized (logbitp 6 flags))
          (error ()
            (restore-invalid rs (format nil "~s is not a hash table test here" test)
                             "a hash table test defined in this image")))

@@ -895,11 +895,11 @@ image cannot make it (a named test it does not know)."
                     (f 'test-name)
                     (nth (f 'test) '(eq eql equal equalp)))))
       (handler-case
-          (make-hash-table :test test :size (f 'size) :rehash-size (f 'rehash-size)
-                           :rehash-threshold (f 'rehash-threshold)
-                           :weakness (nth (f 'weakness) '(nil :key :value :key-and-value
-                                                          :key-or-value))
-                           :synchronized (= (f 'synchronized) 1))
+          (make-hash-table-as-stored :test test :size (f 'size) :rehash-size (f 'rehash-size)
+                                     :rehash-threshold (f 'rehash-threshold)
+                                     :weakness (nth (f 'weakness) '(nil :key :value :key-and-value
+                                                                    :key-or-value))
+                                     :synchronized (= (f 'synchronized) 1))
         (error ()
           (rf-invalid rf (format nil "~s is not a hash table test here" test)
                       "a hash table test defined in this image"))))))

@@ -407,3 +407,22 @@ class CLASS with every slot unbound."
 (defun parsed-type-specifier (parsed-type)
   "A type specifier for PARSED-TYPE."
   parsed-type)
+
+;;; Names the portable platform (CLISP) needs, which are ECL's own
+;;; operators or nothing here.
+
+(defmacro character-string-pointer (string)
+  "A pointer to the characters of the character STRING as 32-bit code
+points: on ECL its VECTOR-POINTER."
+  `(vector-pointer ,string))
+
+(defmacro store-array-storage (array storage)
+  "Put back into ARRAY what was written into STORAGE, its ARRAY-STORAGE:
+nothing on ECL, where STORAGE shares ARRAY's data."
+  (declare (ignore array storage))
+  nil)
+
+(defmacro make-hash-table-as-stored (&rest arguments)
+  "MAKE-HASH-TABLE with the options the format stores, :WEAKNESS and
+:SYNCHRONIZED among them: on ECL MAKE-HASH-TABLE itself, which takes them."
+  `(make-hash-table ,@arguments))
