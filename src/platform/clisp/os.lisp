@@ -332,15 +332,22 @@ at its end.  Returns true."
 
 ;;; Memory -------------------------------------------------------------------
 
+(defconstant +longest-octet-vector+ (1- (ash 1 24))
+  "The most elements this CLISP's octet vectors hold: (MAKE-ARRAY (EXPT 2
+24) :ELEMENT-TYPE '(UNSIGNED-BYTE 8)) gives an empty vector (measured on
+2.49.93, Debian's x86-64 build), so longer memory is refused.")
+
 (defun map-memory (bytes)
   "BYTES of fresh memory, zero, readable and writable: on CLISP an octet
 vector made a segment of its own (see portable/memory.lisp).  Its address,
-an integer, or NIL and the errno."
-  (handler-case
-      (values (register-octets (make-array bytes :element-type '(unsigned-byte 8)
-                                                 :initial-element 0))
-              nil)
-    (storage-condition () (values nil 12))))  ; ENOMEM
+an integer, or NIL and the errno (ENOMEM beyond +LONGEST-OCTET-VECTOR+)."
+  (if (> bytes +longest-octet-vector+)
+      (values nil 12)                   ; ENOMEM
+      (handler-case
+          (values (register-octets (make-array bytes :element-type '(unsigned-byte 8)
+                                                     :initial-element 0))
+                  nil)
+        (storage-condition () (values nil 12)))))
 
 (defun unmap-memory (address bytes)
   "Release the memory MAP-MEMORY gave at ADDRESS: T."
