@@ -18,7 +18,7 @@
 #                             tools (DATASETS="people" for part of it)
 #   make test-all             make test, then the portable tests on CLISP
 #                             (make test-clisp); every Lisp binstore runs on
-#   make bench-portable       bench/portable.lisp on SBCL, ECL and CLISP
+#   make bench-portable       bench/portable.lisp on SBCL and on ECL
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
 #   make soak                 1,000 store writers killed with SIGKILL
