@@ -16,6 +16,8 @@
 #                             babel, trivial-utf-8 and CPython (RUNS=n)
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
+#   make test-all             make test, then the portable tests on CLISP
+#                             (make test-clisp); every Lisp binstore runs on
 #   make bench-portable       bench/portable.lisp on SBCL and on ECL
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
@@ -53,7 +55,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl test-clisp test-all bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -90,6 +92,20 @@ test-ecl:
 	$(ECL) --norc --eval '(require :asdf)' --eval '(push (truename "./") asdf:*central-registry*)' \
 	  --eval '(asdf:load-system "binstore/portable-tests")' \
 	  --eval '(ext:quit (if (binstore-portable-tests:run) 0 1))' </dev/null
+
+# The portable tests on CLISP, which is installed when missing.  CLISP
+# compiles binstore to its bytecode the first time (about 10 s); the tests
+# take a few seconds.  Not part of make test (see test-all).
+CLISP ?= clisp
+test-clisp:
+	@./tools/ensure-packages clisp:$(CLISP)
+	$(CLISP) -q -norc -x '(progn (require "asdf") (push (truename "./") asdf:*central-registry*) (handler-bind ((warning (function muffle-warning))) (asdf:load-system "binstore/portable-tests")) (ext:quit (if (funcall (read-from-string "binstore-portable-tests:run")) 0 1)))' </dev/null
+
+# Every Lisp binstore runs on: SBCL's whole suite and ECL's portable tests
+# (make test), then CLISP's portable tests.  A Lisp ported later adds its
+# target to TEST_OTHER_LISPS (ABCL's would be test-abcl).
+TEST_OTHER_LISPS = test-clisp
+test-all: test $(TEST_OTHER_LISPS)
 
 # The command-line tool's executable, which bin/binstore runs when it is newer
 # than every source file (else bin/binstore loads binstore from the checkout):

@@ -79,8 +79,8 @@ for other systems' files."
    (:module "platform"
     :pathname "src/platform"
     :depends-on ("base")
-    ;; SBCL's files, then ECL's (the same names over ECL's C), chosen by
-    ;; feature; prefetch.lisp, cpu.lisp, crc32c.lisp and simd.lisp are for
+    ;; SBCL's files, then ECL's (the same names over ECL's C), then the
+    ;; portable ones and CLISP's, chosen by feature; prefetch.lisp, cpu.lisp, crc32c.lisp and simd.lisp are for
     ;; every Lisp (their instructions are SBCL's; elsewhere there are none)
     :components ((:file "memory" :if-feature :sbcl)
                  (:file "os" :if-feature :sbcl :depends-on ("memory"))
@@ -95,10 +95,26 @@ for other systems' files."
                  (:file "ecl/objects" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/stack" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/threads" :if-feature :ecl)
+                 ;; memory as Lisp vectors (virtual addresses), IEEE bits and
+                 ;; bignum digits in portable Common Lisp, for the Lisps whose
+                 ;; collector moves vectors and gives no address of their data
+                 (:file "portable/floats" :if-feature (:or :clisp :abcl))
+                 (:file "portable/memory" :if-feature (:or :clisp :abcl)
+                  :depends-on ("portable/floats"))
+                 (:file "portable/integers" :if-feature (:or :clisp :abcl))
+                 ;; CLISP's: its FFI to the C library, its records and MOP
+                 (:file "clisp/memory" :if-feature :clisp :depends-on ("portable/memory"))
+                 (:file "clisp/os" :if-feature :clisp :depends-on ("portable/memory"))
+                 (:file "clisp/runtime" :if-feature :clisp :depends-on ("portable/memory"))
+                 (:file "clisp/objects" :if-feature :clisp :depends-on ("portable/memory"))
+                 (:file "clisp/stack" :if-feature :clisp)
+                 (:file "clisp/threads" :if-feature :clisp)
                  (:file "prefetch")
                  (:file "cpu" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
                                            (:feature :ecl "ecl/memory")
-                                           (:feature :ecl "ecl/runtime")))
+                                           (:feature :ecl "ecl/runtime")
+                                           (:feature :clisp "clisp/memory")
+                                           (:feature :clisp "clisp/runtime")))
                  (:file "crc32c" :depends-on ("cpu"))
                  (:file "simd" :depends-on ("cpu"))))
    ;; the options, and the format as data (tags.lisp derives its constants

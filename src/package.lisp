@@ -3,9 +3,13 @@
 (defpackage #:binstore
   (:use #:common-lisp)
   ;; ECL leaves the elements of a new array undefined where SBCL zeroes
-  ;; them, which binstore relies on: the ECL platform's MAKE-ARRAY zeroes
-  ;; them (src/platform/ecl/memory.lisp)
-  #+ecl (:shadow #:make-array)
+  ;; them, and CLISP fills T arrays with NIL; binstore relies on zeros: the
+  ;; ECL and CLISP platforms' MAKE-ARRAY zeroes them
+  ;; (src/platform/ecl/memory.lisp, src/platform/clisp/memory.lisp)
+  #+(or ecl clisp) (:shadow #:make-array)
+  ;; CLISP does not evaluate a constant's value when it compiles DEFCONSTANT,
+  ;; and binstore's files read constants with #. (CASE keys): see below
+  #+clisp (:shadow #:defconstant)
   (:documentation "binstore: store any Common Lisp data to bytes and get it
 back.  STORE writes a record to a place (an octet vector, a file, a stream,
 raw memory); RESTORE reads one back with identity, sharing and circularity
@@ -155,3 +159,11 @@ keyword of the same name.  Every condition is a BINSTORE-ERROR.")
    #:utf8-length
    #:read-lines
    #:map-lines))
+
+;;; CLISP: DEFCONSTANT known at compile time too, as SBCL and ECL make it, so
+;;; that the files after the one defining a constant may read it with #.
+#+clisp
+(defmacro binstore::defconstant (name value &optional (documentation nil documentation-p))
+  "CL:DEFCONSTANT, evaluated at compile time as well."
+  `(eval-when (:compile-toplevel :load-toplevel :execute)
+     (cl:defconstant ,name ,value ,@(when documentation-p (list documentation)))))

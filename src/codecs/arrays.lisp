@@ -199,27 +199,77 @@ stored."
   (let ((type (element-type-of-code code)))
     (or (eq type 'fixnum) (and (consp type) (eq (first type) 'signed-byte)))))
 
+(defun float-element-parts (code)
+  "For an element type CODE of floats or complex floats, the format of each
+part (SINGLE-FLOAT or DOUBLE-FLOAT) and the parts per element (1 or 2);
+NIL for any other code."
+  (let ((type (element-type-of-code code)))
+    (cond ((member type '(single-float double-float)) (values type 1))
+          ((and (consp type) (eq (first type) 'complex)
+                (member (second type) '(single-float double-float)))
+           (values (second type) 2)))))
+
+(defun put-float-elements (octets storage code count)
+  "Store the COUNT float (or complex float) elements of STORAGE in OCTETS,
+as the format's payload of element type CODE."
+  (multiple-value-bind (format parts) (float-element-parts code)
+    (let ((width (if (eq format 'single-float) 4 8)))
+      (with-pinned-objects (octets)
+        (let ((sap (vector-pointer octets)))
+          (dotimes (i count)
+            (let ((x (aref storage i))
+                  (at (* i parts width)))
+              (flet ((put (part offset)
+                       (if (eq format 'single-float)
+                           (setf (mem-single sap offset) (coerce part 'single-float))
+                           (setf (mem-double sap offset) (coerce part 'double-float)))))
+                (put (realpart x) at)
+                (when (= parts 2)
+                  (put (imagpart x) (+ at width)))))))))))
+
+(defun take-float-elements (octets storage code count)
+  "Fill the first COUNT elements of STORAGE with the floats (or complex
+floats) of the format's payload of element type CODE in OCTETS."
+  (multiple-value-bind (format parts) (float-element-parts code)
+    (let ((width (if (eq format 'single-float) 4 8)))
+      (with-pinned-objects (octets)
+        (let ((sap (vector-pointer octets)))
+          (dotimes (i count)
+            (let ((at (* i parts width)))
+              (flet ((take (offset)
+                       (if (eq format 'single-float)
+                           (mem-single sap offset)
+                           (mem-double sap offset))))
+                (setf (aref storage i)
+                      (if (= parts 2)
+                          (complex (take at) (take (+ at width)))
+                          (take at))))))))))
+  storage)
+
 (defun write-payload-elementwise (ob storage code count)
-  "Write COUNT integer elements of STORAGE one at a time, packed as the
-format packs them: for a platform whose memory does not hold them so (see
-ELEMENTWISE-PAYLOAD-P; never on SBCL)."
+  "Write COUNT elements of STORAGE one at a time, packed as the format
+packs them: for a platform whose memory does not hold them so (see
+ELEMENTWISE-PAYLOAD-P; never on SBCL).  Integers of any width, floats and
+complex floats."
   (let* ((bits (element-bits code))
          (nbytes (payload-bytes code count))
          (octets (make-array nbytes :element-type '(unsigned-byte 8) :initial-element 0)))
-    (dotimes (i count)
-      (let ((v (ldb (byte bits 0) (aref storage i)))
-            (bit (* i bits)))
-        (if (< bits 8)
-            (multiple-value-bind (byte at) (floor bit 8)
-              (setf (aref octets byte) (logior (aref octets byte) (ash v at))))
-            (dotimes (k (floor bits 8))
-              (setf (aref octets (+ (floor bit 8) k)) (ldb (byte 8 (* 8 k)) v))))))
+    (if (float-element-parts code)
+        (put-float-elements octets storage code count)
+        (dotimes (i count)
+          (let ((v (ldb (byte bits 0) (aref storage i)))
+                (bit (* i bits)))
+            (if (< bits 8)
+                (multiple-value-bind (byte at) (floor bit 8)
+                  (setf (aref octets byte) (logior (aref octets byte) (ash v at))))
+                (dotimes (k (floor bits 8))
+                  (setf (aref octets (+ (floor bit 8) k)) (ldb (byte 8 (* 8 k)) v)))))))
     (with-pinned-objects (octets)
       (write-octets-from-address ob (pointer-address (vector-pointer octets)) nbytes))))
 
 (defun read-payload-elementwise (rs storage code count)
-  "Read COUNT integer elements packed as the format packs them into STORAGE
-one at a time (see WRITE-PAYLOAD-ELEMENTWISE), checking each fits."
+  "Read COUNT elements packed as the format packs them into STORAGE one at
+a time (see WRITE-PAYLOAD-ELEMENTWISE), checking each integer fits."
   (let* ((ib (rs-ibuf rs))
          (bits (element-bits code))
          (signed (payload-integer-signed-p code))
@@ -228,31 +278,33 @@ one at a time (see WRITE-PAYLOAD-ELEMENTWISE), checking each fits."
          (octets (make-array nbytes :element-type '(unsigned-byte 8))))
     (with-pinned-objects (octets)
       (read-octets-to-address ib (pointer-address (vector-pointer octets)) nbytes))
-    (let ((type (element-type-of-code code)))
-      (dotimes (i count)
-        (let* ((bit (* i bits))
-               (v (if (< bits 8)
-                      (ldb (byte bits (mod bit 8)) (aref octets (floor bit 8)))
-                      (let ((v 0))
-                        (dotimes (k (floor bits 8) v)
-                          (setf v (logior v (ash (aref octets (+ (floor bit 8) k)) (* 8 k)))))))))
-          (when (and signed (logbitp (1- bits) v))
-            (decf v (ash 1 bits)))
-          (unless (typep v type)
-            (invalid ib (format nil "element ~d does not fit ~s" v type)
-                     "an element of the array's type" (+ start (floor bit 8))))
-          (setf (aref storage i) v))))
+    (if (float-element-parts code)
+        (take-float-elements octets storage code count)
+        (let ((type (element-type-of-code code)))
+          (dotimes (i count)
+            (let* ((bit (* i bits))
+                   (v (if (< bits 8)
+                          (ldb (byte bits (mod bit 8)) (aref octets (floor bit 8)))
+                          (let ((v 0))
+                            (dotimes (k (floor bits 8) v)
+                              (setf v (logior v (ash (aref octets (+ (floor bit 8) k)) (* 8 k)))))))))
+              (when (and signed (logbitp (1- bits) v))
+                (decf v (ash 1 bits)))
+              (unless (typep v type)
+                (invalid ib (format nil "element ~d does not fit ~s" v type)
+                         "an element of the array's type" (+ start (floor bit 8))))
+              (setf (aref storage i) v)))))
     storage))
 
 (defun write-payload (ob storage code count)
   "Write COUNT elements of the simple specialized vector STORAGE."
-  (case code
-    ((#.+element-type-ub62+ #.+element-type-fixnum+)
-     (write-tagged-words ob storage count))
-    ;; ELEMENTWISE-PAYLOAD-P is NIL on SBCL: the branch is not compiled
-    (t
-     (if (elementwise-payload-p code)
-         (write-payload-elementwise ob storage code count)
+  ;; ELEMENTWISE-PAYLOAD-P is NIL on SBCL: the branch is not compiled
+  (if (elementwise-payload-p code)
+      (write-payload-elementwise ob storage code count)
+      (case code
+        ((#.+element-type-ub62+ #.+element-type-fixnum+)
+         (write-tagged-words ob storage count))
+        (t
          (let* ((bits (element-bits code))
                 (whole (floor (* count bits) 8))
                 (partial-bits (mod (* count bits) 8)))
@@ -296,13 +348,13 @@ RANGE-CHECKED-CODE-P)."
 (defun read-payload (rs storage code count)
   "Fill the first COUNT elements of the simple specialized vector STORAGE."
   (let ((ib (rs-ibuf rs)))
-    (case code
-      ((#.+element-type-ub62+ #.+element-type-fixnum+)
-       (read-tagged-words rs storage code count))
-      ;; ELEMENTWISE-PAYLOAD-P is NIL on SBCL: the branch is not compiled
-      (t
-       (if (elementwise-payload-p code)
-           (read-payload-elementwise rs storage code count)
+    ;; ELEMENTWISE-PAYLOAD-P is NIL on SBCL: the branch is not compiled
+    (if (elementwise-payload-p code)
+        (read-payload-elementwise rs storage code count)
+        (case code
+          ((#.+element-type-ub62+ #.+element-type-fixnum+)
+           (read-tagged-words rs storage code count))
+          (t
            (let ((nbytes (payload-bytes code count))
                  (partial-bits (mod (* count (element-bits code)) 8))
                  (start (ibuf-offset ib)))
@@ -688,4 +740,5 @@ array, the array it is displaced to and the offset."
           ((= code +element-type-base-char+) (read-base-chars-into rs storage 0 n))
           ((= code +element-type-nil+))
           (t (read-payload rs storage code n)))
+    (store-array-storage a storage)     ; on SBCL nothing: STORAGE is A's own
     a))

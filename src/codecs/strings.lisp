@@ -20,7 +20,7 @@ the window when it has room for their longest encoding, or character by
 character."
   (declare (type string string) (type index start end) (optimize speed))
   (with-array-data ((data string) (start start) (end end))
-    (when (typep data 'simple-base-string)
+    (when (typep data 'format-base-string) ; on SBCL SIMPLE-BASE-STRING
       (with-pinned-objects (data)
         (write-octets-from-address ob (+ (pointer-address (vector-pointer data)) start)
                                    (- end start)))
@@ -49,7 +49,7 @@ if it did."
     (when (>= (- (obuf-end ob) p) (+ 1 (* 4 n)))
       (setf (mem-u8 sap p) n)
       (setf (obuf-pos ob)
-            (if (typep string 'simple-base-string)
+            (if (typep string 'format-base-string) ; on SBCL SIMPLE-BASE-STRING
                 (progn (dotimes (i n)
                          (setf (mem-u8 sap (+ p 1 i)) (char-code (schar string i))))
                        (+ p 1 n))

@@ -895,11 +895,11 @@ image cannot make it (a named test it does not know)."
                     (f 'test-name)
                     (nth (f 'test) '(eq eql equal equalp)))))
       (handler-case
-          (make-hash-table :test test :size (f 'size) :rehash-size (f 'rehash-size)
-                           :rehash-threshold (f 'rehash-threshold)
-                           :weakness (nth (f 'weakness) '(nil :key :value :key-and-value
-                                                          :key-or-value))
-                           :synchronized (= (f 'synchronized) 1))
+          (make-hash-table-as-stored :test test :size (f 'size) :rehash-size (f 'rehash-size)
+                                     :rehash-threshold (f 'rehash-threshold)
+                                     :weakness (nth (f 'weakness) '(nil :key :value :key-and-value
+                                                                    :key-or-value))
+                                     :synchronized (= (f 'synchronized) 1))
         (error ()
           (rf-invalid rf (format nil "~s is not a hash table test here" test)
                       "a hash table test defined in this image"))))))
@@ -910,7 +910,7 @@ until no container of the record awaits its FILL: a key may be incomplete
 until then (see RF-INSERT-POSTPONED)."
   (let* ((spec (tag-spec-named :hash-table))
          (pairs (field (read-parts (rf-walker rf) (tag-spec-contents spec) fields) 'pairs)))
-    (if (and (not (member (hash-table-test table) '(eq eql)))
+    (if (and (not (member (format-hash-table-test table) '(eq eql)))
              (plusp (hash-table-count (rf-pending rf))))
         (push (cons table pairs) (rf-postponed rf))
         (insert-reference-pairs rf table pairs))))
@@ -926,7 +926,7 @@ until then (see RF-INSERT-POSTPONED)."
                          (gethash k table) value)))
       (error (e)
         (rf-invalid rf (format nil "the table's test ~s cannot hash key ~a: ~a"
-                               (hash-table-test table) (brief key) e)
+                               (format-hash-table-test table) (brief key) e)
                     "a key the hash table test accepts")))))
 
 (defun rf-insert-postponed (rf)

@@ -119,7 +119,7 @@ stores."
     (kernel-bounds-error 'decode-utf8-window i count (length string) pos end))
   (with-pinned-objects (string)
     (let ((sap (address-pointer address))
-          (out (vector-pointer string))
+          (out (character-string-pointer string)) ; on SBCL VECTOR-POINTER
           (wide (avx2-instructions-p)))
       (flet ((at (k) (mem-u8 sap (+ pos k)))
              (put (code) (setf (mem-u32 out (* 4 i)) code)))
@@ -235,7 +235,7 @@ word; the others are encoded one by one."
     (kernel-bounds-error 'put-utf8-words start end (length string)))
   (with-pinned-objects (string)
     (let ((sap (address-pointer address))
-          (in (vector-pointer string))
+          (in (character-string-pointer string)) ; on SBCL VECTOR-POINTER
           (k start)
           (wide (avx2-instructions-p)))
       (declare (type index k))
@@ -304,7 +304,7 @@ a step."
         (k start))
     (declare (type index bytes k))
     (with-pinned-objects (string)
-      (let ((in (vector-pointer string)))
+      (let ((in (character-string-pointer string))) ; on SBCL VECTOR-POINTER
         (locally (declare (optimize (safety 0)))
           (loop while (< k end)
                 do (if (and (<= (+ k 8) end)

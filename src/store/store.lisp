@@ -94,7 +94,7 @@ matched, so a program other than binstore wrote them)."
                                              "the payload is not valid binstore data: ~a"
                                              (binstore-error-message condition)))))
                  (restore payload :max-to-read nil :require-header t))))
-    (unless (and (hash-table-p table) (eq (hash-table-test table) 'equal))
+    (unless (and (hash-table-p table) (eq (format-hash-table-test table) 'equal))
       (corrupted place offset "an EQUAL hash table of roots"
                  "the payload holds ~a, not a root table" (brief table)))
     table))

@@ -407,3 +407,39 @@ class CLASS with every slot unbound."
 (defun parsed-type-specifier (parsed-type)
   "A type specifier for PARSED-TYPE."
   parsed-type)
+
+;;; Names the portable platform (CLISP) needs, which are ECL's own
+;;; operators or nothing here.
+
+(defmacro character-string-pointer (string)
+  "A pointer to the characters of the character STRING as 32-bit code
+points: on ECL its VECTOR-POINTER."
+  `(vector-pointer ,string))
+
+(defmacro store-array-storage (array storage)
+  "Put back into ARRAY what was written into STORAGE, its ARRAY-STORAGE:
+nothing on ECL, where STORAGE shares ARRAY's data."
+  (declare (ignore array storage))
+  nil)
+
+(defmacro make-hash-table-as-stored (&rest arguments)
+  "MAKE-HASH-TABLE with the options the format stores, :WEAKNESS and
+:SYNCHRONIZED among them: on ECL MAKE-HASH-TABLE itself, which takes them."
+  `(make-hash-table ,@arguments))
+
+(declaim (inline format-rehash-size format-rehash-threshold))
+(defun format-rehash-size (table)
+  "TABLE's rehash size as the format stores it: on ECL its
+HASH-TABLE-REHASH-SIZE."
+  (hash-table-rehash-size table))
+
+(defun format-rehash-threshold (table)
+  "TABLE's rehash threshold as the format stores it: on ECL its
+HASH-TABLE-REHASH-THRESHOLD."
+  (hash-table-rehash-threshold table))
+
+(declaim (inline format-hash-table-test))
+(defun format-hash-table-test (table)
+  "TABLE's test as the format names it (EQ, EQL, EQUAL, EQUALP or the name
+of a test of the user's): on ECL its HASH-TABLE-TEST."
+  (hash-table-test table))

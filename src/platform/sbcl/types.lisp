@@ -61,3 +61,39 @@ an unboxed integer in its compiled code.")
 which is true of every array that is not simple (made adjustable, or with a
 fill pointer, or displaced)."
   (adjustable-array-p array))
+
+;;; Names the portable platform (CLISP) needs, which are SBCL's own
+;;; operators or nothing here.
+
+(defmacro character-string-pointer (string)
+  "A pointer to the characters of the character STRING as 32-bit code
+points: on SBCL its VECTOR-POINTER."
+  `(vector-pointer ,string))
+
+(defmacro store-array-storage (array storage)
+  "Put back into ARRAY what was written into STORAGE, its ARRAY-STORAGE:
+nothing on SBCL, where STORAGE is ARRAY's own data."
+  (declare (ignore array storage))
+  nil)
+
+(defmacro make-hash-table-as-stored (&rest arguments)
+  "MAKE-HASH-TABLE with the options the format stores, :WEAKNESS and
+:SYNCHRONIZED among them: on SBCL MAKE-HASH-TABLE itself, which takes them."
+  `(make-hash-table ,@arguments))
+
+(declaim (inline format-rehash-size format-rehash-threshold))
+(defun format-rehash-size (table)
+  "TABLE's rehash size as the format stores it: on SBCL its
+HASH-TABLE-REHASH-SIZE."
+  (hash-table-rehash-size table))
+
+(defun format-rehash-threshold (table)
+  "TABLE's rehash threshold as the format stores it: on SBCL its
+HASH-TABLE-REHASH-THRESHOLD."
+  (hash-table-rehash-threshold table))
+
+(declaim (inline format-hash-table-test))
+(defun format-hash-table-test (table)
+  "TABLE's test as the format names it (EQ, EQL, EQUAL, EQUALP or the name
+of a test of the user's): on SBCL its HASH-TABLE-TEST."
+  (hash-table-test table))

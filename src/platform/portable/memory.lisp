@@ -1,0 +1,368 @@
+;;;; The platform's raw memory in portable Common Lisp: the names of
+;;;; src/platform/memory.lisp (SBCL's) over Lisp vectors, for Lisps whose
+;;;; collector moves objects and that give no address of a vector's data
+;;;; (CLISP; ABCL later).
+;;;;
+;;;; Virtual addresses.  A pointer is an integer that names a segment and an
+;;;; offset in it: (segment << +SEGMENT-SHIFT+) + offset.  A segment is a
+;;;; live Lisp vector in the segment table, seen as bytes:
+;;;;   octets         an (unsigned-byte 8) vector, byte for byte;
+;;;;   base chars     a string whose character I is the byte at I (the
+;;;;                  layout of an SBCL base string: for ASCII strings);
+;;;;   UTF-32         a string whose character I is the 32-bit integer at 4I
+;;;;                  (the layout of an SBCL character string, which the
+;;;;                  UTF-8 kernels read and write a word at a time);
+;;;;   16/32-bit      an (unsigned-byte 16) or (unsigned-byte 32) vector,
+;;;;                  little-endian;
+;;;;   opaque         any other vector (a T vector): it has no bytes to read,
+;;;;                  and reading or writing one is a bug, which signals.
+;;;; Integer arithmetic on pointers (POINTER+, adding an offset to a
+;;;; POINTER-ADDRESS) stays within a segment, as it stays within an object
+;;;; on SBCL.  VECTOR-POINTER registers a vector as a segment and
+;;;; WITH-PINNED-OBJECTS releases, when it returns, the segments registered
+;;;; inside it, unless an enclosing form pins their vector too: a pointer is
+;;;; valid while its vector is pinned, as on SBCL.  MAP-MEMORY's segments
+;;;; (fresh octet vectors) live until UNMAP-MEMORY.
+;;;;
+;;;; The MEM- accessors look the segment up and read or write its vector
+;;;; with AREF; wider ones compose bytes, little-endian, and floats go
+;;;; through their IEEE 754 bits (portable/floats.lisp).  Slow, a table
+;;;; lookup per access, but exact, and nothing outside src/platform/ changes.
+
+(in-package #:binstore)
+
+(deftype pointer ()
+  "A virtual address: a segment of the segment table and an offset in it,
+an integer (see above)."
+  '(integer 0))
+
+(deftype word ()
+  "An unsigned machine word."
+  '(unsigned-byte 64))
+
+(deftype signed-word ()
+  "A signed machine word."
+  '(signed-byte 64))
+
+(defconstant +word-bytes+ 8
+  "Bytes in a machine word (the format's; SBCL's on x86-64).")
+
+(defconstant +segment-shift+ 36
+  "Bits of a pointer that are its offset in its segment: a segment holds up
+to 64 GiB, and CLISP's fixnums (48 bits) hold 4096 segments.")
+
+(defconstant +offset-mask+ (1- (ash 1 +segment-shift+))
+  "The offset bits of a pointer.")
+
+;;; Segment kinds (known at read time: CASE keys below are #. of them).
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defconstant +segment-octets+ 0)
+  (defconstant +segment-base-chars+ 1)
+  (defconstant +segment-utf32+ 2)
+  (defconstant +segment-u16+ 3)
+  (defconstant +segment-u32+ 4)
+  (defconstant +segment-opaque+ 5))
+
+;;; The segment table -------------------------------------------------------
+
+(defvar *segment-vectors* (cl:make-array 64 :initial-element nil)
+  "Segment I's vector at I; NIL for a free segment.  Segment 0 is never
+used, so that no valid pointer is 0.")
+
+(defvar *segment-kinds* (cl:make-array 64 :initial-element +segment-opaque+)
+  "Segment I's kind (+SEGMENT-OCTETS+ ...) at I.")
+
+(defvar *free-segments* '()
+  "Segments released, to be used again (so the table stays small).")
+
+(defvar *next-segment* 1
+  "The lowest segment never used.")
+
+(defvar *segments-by-vector* (make-hash-table :test 'eq)
+  "For each vector registered, an alist (kind . segment): a string may be
+seen both as base characters and as UTF-32.")
+
+(defvar *registered* '()
+  "Segments registered by VECTOR-POINTER, newest first: WITH-PINNED-OBJECTS
+releases those registered in its extent.")
+
+(defvar *pinned* '()
+  "The objects the active WITH-PINNED-OBJECTS forms pin, innermost first.")
+
+(defun vector-segment-kind (vector)
+  "The kind of segment VECTOR is seen as by VECTOR-POINTER."
+  (cond ((typep vector '(simple-array (unsigned-byte 8) (*))) +segment-octets+)
+        ((stringp vector) +segment-base-chars+)
+        ((typep vector '(simple-array (unsigned-byte 16) (*))) +segment-u16+)
+        ((typep vector '(simple-array (unsigned-byte 32) (*))) +segment-u32+)
+        (t +segment-opaque+)))
+
+(defun new-segment (vector kind)
+  "Register VECTOR as a segment of KIND; return the segment's number."
+  (let ((segment (or (pop *free-segments*)
+                     (prog1 *next-segment* (incf *next-segment*)))))
+    (when (>= segment (length *segment-vectors*))
+      (let ((n (* 2 (length *segment-vectors*))))
+        (setf *segment-vectors* (replace (cl:make-array n :initial-element nil) *segment-vectors*)
+              *segment-kinds* (replace (cl:make-array n :initial-element +segment-opaque+)
+                                       *segment-kinds*))))
+    (setf (svref *segment-vectors* segment) vector
+          (svref *segment-kinds* segment) kind)
+    segment))
+
+(defun free-segment (segment)
+  "Forget SEGMENT: its vector may be collected, its number used again."
+  (let ((vector (svref *segment-vectors* segment)))
+    (when vector
+      (let ((entries (remove segment (gethash vector *segments-by-vector*) :key #'cdr)))
+        (if entries
+            (setf (gethash vector *segments-by-vector*) entries)
+            (remhash vector *segments-by-vector*)))
+      (setf (svref *segment-vectors* segment) nil)
+      (push segment *free-segments*))))
+
+(defun segment-pointer (vector kind)
+  "The pointer to the first byte of VECTOR seen as a segment of KIND,
+registering it unless it is."
+  (let ((segment (cdr (assoc kind (gethash vector *segments-by-vector*)))))
+    (unless segment
+      (setf segment (new-segment vector kind))
+      (push (cons kind segment) (gethash vector *segments-by-vector*))
+      (push segment *registered*))
+    (ash segment +segment-shift+)))
+
+(defun release-segments (mark objects)
+  "Release the segments registered since *REGISTERED* was MARK, but keep,
+for the enclosing pinning form, those of vectors it pins too (OBJECTS are
+the ones the form ending pinned)."
+  (declare (ignore objects))
+  (let ((kept '()))
+    (loop until (eq *registered* mark)
+          do (let ((segment (pop *registered*)))
+               (if (member (svref *segment-vectors* segment) *pinned* :test #'eq)
+                   (push segment kept)
+                   (free-segment segment))))
+    (setf *registered* (nconc (nreverse kept) *registered*))))
+
+(defun call-with-pinned-objects (objects function)
+  "Call FUNCTION with OBJECTS pinned (see WITH-PINNED-OBJECTS)."
+  (let ((mark *registered*))
+    (unwind-protect
+         (let ((*pinned* (append objects *pinned*)))
+           (funcall function))
+      (release-segments mark objects))))
+
+(defmacro with-pinned-objects ((&rest objects) &body body)
+  "Run BODY with OBJECTS pinned: pointers into them (VECTOR-POINTER) are
+valid until BODY returns, when the segments registered inside it are
+released (those whose vectors an enclosing form pins are kept for it)."
+  `(call-with-pinned-objects (list ,@objects) (lambda () ,@body)))
+
+(defun vector-pointer (vector)
+  "A pointer to the first element of the simple VECTOR, valid while VECTOR
+is pinned (WITH-PINNED-OBJECTS): an octet vector's bytes; a string's
+characters one byte each (its base characters, which are ASCII: see
+CHARACTER-STRING-POINTER for four bytes each); a 16- or 32-bit vector's
+elements, little-endian; any other vector's elements cannot be read."
+  (segment-pointer vector (vector-segment-kind vector)))
+
+(defun character-string-pointer (string)
+  "A pointer to the characters of the simple STRING as 32-bit integers,
+their codes, little-endian (SBCL's layout of a character string, which the
+UTF-8 kernels read and write), valid while STRING is pinned."
+  (segment-pointer string +segment-utf32+))
+
+(defun register-octets (octets)
+  "Make the octet vector OCTETS a segment of its own until FORGET-OCTETS,
+whatever is pinned: the memory MAP-MEMORY gives.  Returns its pointer."
+  (ash (new-segment octets +segment-octets+) +segment-shift+))
+
+(defun forget-octets (pointer)
+  "End the segment REGISTER-OCTETS made, of which POINTER is the start;
+return its vector."
+  (let* ((segment (ash pointer (- +segment-shift+)))
+         (octets (svref *segment-vectors* segment)))
+    (setf (svref *segment-vectors* segment) nil)
+    (push segment *free-segments*)
+    octets))
+
+(defun pointer-octets (pointer)
+  "The octet vector of POINTER's segment, and POINTER's offset in it; NIL
+when the segment is not an octet vector."
+  (let ((segment (ash pointer (- +segment-shift+))))
+    (values (and (< segment (length *segment-vectors*))
+                 (= (svref *segment-kinds* segment) +segment-octets+)
+                 (svref *segment-vectors* segment))
+            (logand pointer +offset-mask+))))
+
+;;; Pointers ---------------------------------------------------------------
+
+(defmacro pointer+ (pointer offset)
+  "The pointer OFFSET bytes after POINTER."
+  `(+ ,pointer ,offset))
+
+(defmacro pointer- (pointer base)
+  "The signed distance in bytes from BASE to POINTER."
+  `(- ,pointer ,base))
+
+(defmacro pointer= (a b)
+  "True when the pointers A and B are the same address."
+  `(= ,a ,b))
+
+(defmacro pointer-address (pointer)
+  "POINTER's address, an unsigned integer (the pointer itself)."
+  pointer)
+
+(defmacro address-pointer (address)
+  "The pointer to the unsigned integer ADDRESS (the address itself)."
+  address)
+
+;;; Bytes of a segment -------------------------------------------------------
+
+(define-condition invalid-memory-access (binstore-error) ()
+  (:documentation "binstore read or wrote memory no segment holds: a bug in
+binstore's platform, never a problem with the data."))
+
+(defun bad-access (pointer)
+  (error 'invalid-memory-access
+         :message (format nil "binstore internal error: no readable memory at ~
+                               segment ~d, offset ~d"
+                          (ash pointer (- +segment-shift+)) (logand pointer +offset-mask+))))
+
+(defun segment-byte (address)
+  "The byte at the virtual ADDRESS."
+  (let* ((segment (ash address (- +segment-shift+)))
+         (i (logand address +offset-mask+))
+         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment))))
+    (case (and v (svref *segment-kinds* segment))
+      (#.+segment-octets+ (aref (the (simple-array (unsigned-byte 8) (*)) v) i))
+      (#.+segment-base-chars+ (char-code (schar v i)))
+      (#.+segment-utf32+ (ldb (byte 8 (* 8 (logand i 3))) (char-code (schar v (ash i -2)))))
+      (#.+segment-u16+ (ldb (byte 8 (* 8 (logand i 1))) (aref v (ash i -1))))
+      (#.+segment-u32+ (ldb (byte 8 (* 8 (logand i 3))) (aref v (ash i -2))))
+      (t (bad-access address)))))
+
+(defun set-segment-byte (address byte)
+  "Store BYTE at the virtual ADDRESS; return BYTE."
+  (let* ((segment (ash address (- +segment-shift+)))
+         (i (logand address +offset-mask+))
+         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment))))
+    (case (and v (svref *segment-kinds* segment))
+      (#.+segment-octets+ (setf (aref (the (simple-array (unsigned-byte 8) (*)) v) i) byte))
+      (#.+segment-base-chars+ (setf (schar v i) (code-char byte)))
+      (#.+segment-utf32+
+       ;; one byte of a code: the code's other bytes stay (a code written
+       ;; byte by byte is a valid one at every step when it ends valid)
+       (let ((k (ash i -2)))
+         (setf (schar v k) (code-char (dpb byte (byte 8 (* 8 (logand i 3)))
+                                           (char-code (schar v k)))))))
+      (#.+segment-u16+ (let ((k (ash i -1)))
+                         (setf (aref v k) (dpb byte (byte 8 (* 8 (logand i 1))) (aref v k)))))
+      (#.+segment-u32+ (let ((k (ash i -2)))
+                         (setf (aref v k) (dpb byte (byte 8 (* 8 (logand i 3))) (aref v k)))))
+      (t (bad-access address)))
+    byte))
+
+(defun memory-unsigned (address bytes)
+  "The unsigned integer of BYTES bytes at the virtual ADDRESS, little-endian."
+  (let* ((segment (ash address (- +segment-shift+)))
+         (i (logand address +offset-mask+))
+         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment)))
+         (kind (and v (svref *segment-kinds* segment))))
+    (cond ((eql kind +segment-octets+)
+           (let ((v v) (value 0))
+             (declare (type (simple-array (unsigned-byte 8) (*)) v))
+             (loop for k from (1- bytes) downto 0
+                   do (setf value (logior (ash value 8) (aref v (+ i k)))))
+             value))
+          ;; whole characters of a UTF-32 string: one or two codes
+          ((and (eql kind +segment-utf32+) (zerop (logand i 3)) (>= bytes 4))
+           (let ((k (ash i -2)))
+             (if (= bytes 4)
+                 (char-code (schar v k))
+                 (logior (char-code (schar v k)) (ash (char-code (schar v (1+ k))) 32)))))
+          (t
+           (let ((value 0))
+             (loop for k from (1- bytes) downto 0
+                   do (setf value (logior (ash value 8) (segment-byte (+ address k)))))
+             value)))))
+
+(defun set-memory-unsigned (address bytes value)
+  "Store the low BYTES bytes of the integer VALUE at the virtual ADDRESS,
+little-endian; return VALUE."
+  (let* ((segment (ash address (- +segment-shift+)))
+         (i (logand address +offset-mask+))
+         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment)))
+         (kind (and v (svref *segment-kinds* segment))))
+    (cond ((eql kind +segment-octets+)
+           (let ((v v))
+             (declare (type (simple-array (unsigned-byte 8) (*)) v))
+             (dotimes (k bytes)
+               (setf (aref v (+ i k)) (ldb (byte 8 (* 8 k)) value)))))
+          ((and (eql kind +segment-utf32+) (zerop (logand i 3)) (>= bytes 4))
+           (let ((k (ash i -2)))
+             (setf (schar v k) (code-char (ldb (byte 32 0) value)))
+             (when (= bytes 8)
+               (setf (schar v (1+ k)) (code-char (ldb (byte 32 32) value))))))
+          (t
+           (dotimes (k bytes)
+             (set-segment-byte (+ address k) (ldb (byte 8 (* 8 k)) value)))))
+    value))
+
+(declaim (inline signed-of))
+(defun signed-of (value bits)
+  "The unsigned VALUE of BITS bits read as two's complement."
+  (if (logbitp (1- bits) value) (- value (ash 1 bits)) value))
+
+;;; The accessors: macros, each a place (DEFSETF), as on SBCL.
+
+(defmacro define-memory-accessor (name bytes &key signed float)
+  (let ((reader (intern (format nil "%~a" name)))
+        (writer (intern (format nil "%SET-~a" name))))
+    `(progn
+       (defun ,reader (pointer offset)
+         ,(cond (float `(,(if (= bytes 4) 'single-float-from-bits 'double-float-from-bits*)
+                          (memory-unsigned (+ pointer offset) ,bytes)))
+                (signed `(signed-of (memory-unsigned (+ pointer offset) ,bytes) ,(* 8 bytes)))
+                (t `(memory-unsigned (+ pointer offset) ,bytes))))
+       (defun ,writer (pointer offset value)
+         (set-memory-unsigned (+ pointer offset) ,bytes
+                              ,(cond ((not float) 'value)
+                                     ((= bytes 4) '(single-float-bits value))
+                                     (t '(double-float-bits value))))
+         value)
+       (defmacro ,name (pointer offset)
+         ,(format nil "The ~a at OFFSET bytes after POINTER (a place)."
+                  (string-downcase (symbol-name name)))
+         (list ',reader pointer offset))
+       (defsetf ,name ,writer))))
+
+(define-memory-accessor mem-u8 1)
+(define-memory-accessor mem-u16 2)
+(define-memory-accessor mem-u32 4)
+(define-memory-accessor mem-u64 8)
+(define-memory-accessor mem-s16 2 :signed t)
+(define-memory-accessor mem-s32 4 :signed t)
+(define-memory-accessor mem-s64 8 :signed t)
+(define-memory-accessor mem-single 4 :float t)
+(define-memory-accessor mem-double 8 :float t)
+
+(defun move-memory (to from count)
+  "Copy COUNT bytes from the pointer FROM to the pointer TO (memmove: the
+ranges may overlap); the caller has checked both ranges.  Octets to octets
+with REPLACE (which copies overlapping ranges as memmove does), any other
+byte by byte."
+  (multiple-value-bind (to-octets to-start) (pointer-octets to)
+    (multiple-value-bind (from-octets from-start) (pointer-octets from)
+      (cond ((zerop count))
+            ((and to-octets from-octets)
+             (replace to-octets from-octets :start1 to-start :end1 (+ to-start count)
+                                            :start2 from-start))
+            ((and (< from to) (< to (+ from count)))
+             ;; overlapping, the destination after: from the end
+             (loop for k from (1- count) downto 0
+                   do (set-segment-byte (+ to k) (segment-byte (+ from k)))))
+            (t
+             (dotimes (k count)
+               (set-segment-byte (+ to k) (segment-byte (+ from k))))))))
+  (values))
