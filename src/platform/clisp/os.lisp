@@ -58,6 +58,7 @@
 (defconstant +enoent+ 2 "ENOENT: no such file or directory.")
 (defconstant +enotdir+ 20 "ENOTDIR: a component of a path is not a directory.")
 (defconstant +eacces+ 13 "EACCES: permission denied.")
+(defconstant +erofs+ 30 "EROFS: a read-only file system.")
 (defconstant +eperm+ 1 "EPERM: operation not permitted.")
 (defconstant +eexist+ 17 "EEXIST: the file exists.")
 (defconstant +einval+ 22 "EINVAL: an invalid argument, or a call the system lacks.")
@@ -181,6 +182,7 @@ freed after."
 
 (defconstant +o-rdonly+ 0 "open(2)'s O_RDONLY.")
 (defconstant +o-wronly+ 1 "open(2)'s O_WRONLY.")
+(defconstant +o-rdwr+ 2 "open(2)'s O_RDWR.")
 (defconstant +o-creat+ #o100 "open(2)'s O_CREAT.")
 (defconstant +o-excl+ #o200 "open(2)'s O_EXCL.")
 (defconstant +o-nofollow+ #o400000 "open(2)'s O_NOFOLLOW.")
@@ -232,16 +234,19 @@ errno."
 (defconstant +stat-bytes+ 144 "sizeof (struct stat) on Linux x86-64.")
 
 (defun stat-fields (buffer)
-  "The mode, owner, group and size in a struct stat at BUFFER."
+  "The mode, owner, group, size, device and inode in a struct stat at
+BUFFER (x86-64 Linux's layout)."
   (values (ffi:memory-as buffer 'ffi:uint32 24)
           (ffi:memory-as buffer 'ffi:uint32 28)
           (ffi:memory-as buffer 'ffi:uint32 32)
-          (ffi:memory-as buffer 'ffi:sint64 48)))
+          (ffi:memory-as buffer 'ffi:sint64 48)
+          (ffi:memory-as buffer 'ffi:uint64 0)
+          (ffi:memory-as buffer 'ffi:uint64 8)))
 
 (defun system-file-status (file &key follow)
   "The status of FILE, a native file name (lstat(2), or stat(2) when FOLLOW)
-or a descriptor (fstat(2)): its mode, owner, group and size in bytes, four
-integers; or NIL and the errno."
+or a descriptor (fstat(2)): its mode, owner, group, size in bytes, device
+and inode numbers, six integers; or NIL and the errno."
   (let ((buffer (libc-malloc +stat-bytes+)))
     (unwind-protect
          (let ((r (cond ((integerp file) (libc-fstat file buffer))
