@@ -364,7 +364,7 @@ A cheap stand-in for real coverage: each tag byte must at least occur."
 ;;; returns a new octet vector.
 
 (defparameter *interesting-octets*
-  (vector 0 1 #x3F #x40 #x5F #x60 #x7F #x80 #xFE #xFF
+  (vector 0 1 #x2F #x30 #x37 #x38 #x3F #x40 #x5F #x60 #x7F #x80 #xFE #xFF
           binstore::+tag-list+ binstore::+tag-simple-vector+ binstore::+tag-ref+
           binstore::+tag-later+ binstore::+tag-fill+ binstore::+tag-tracking+
           binstore::+tag-no-tracking+ binstore::+tag-full-tracking+

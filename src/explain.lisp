@@ -280,18 +280,19 @@ NODE; return its value and its label."
     (:leaf (ex-read-leaf ex spec start))
     (:reference
      (let ((id (field (read-parts (ex-walker ex) (tag-spec-parts spec) '()) 'id)))
-       (if (eq (tag-spec-name spec) :cons-ref)
+       (if (eq (tag-spec-refers spec) :conses)
            (if (< id (length (ex-cons-ids ex)))
                (destructuring-bind (offset . index) (aref (ex-cons-ids ex) id)
                  (values (list :cons offset)
-                         (format nil "cons-ref id=~d → c~d, cons ~d of the run at 0x~4,'0x"
-                                 id id index offset)))
+                         (format nil "~(~a~) id=~d → c~d, cons ~d of the run at 0x~4,'0x"
+                                 (tag-spec-name spec) id id index offset)))
                (cursor-invalid (ex-cursor ex)
                                (format nil "reference to cons ~d, which is not defined yet" id)
                                "a cons id defined earlier" start))
            (if (< id (length (ex-ids ex)))
                (values (third (aref (ex-ids ex) id))
-                       (format nil "ref id=~d → #~d ~a" id id (ex-id-text ex id)))
+                       (format nil "~(~a~) id=~d → #~d ~a"
+                               (tag-spec-name spec) id id (ex-id-text ex id)))
                (cursor-invalid (ex-cursor ex)
                                (format nil "reference to id ~d, which is not defined yet" id)
                                "an id defined earlier" start)))))

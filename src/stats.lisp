@@ -180,7 +180,7 @@ symbol is printed, a FORMAT-DESCRIPTOR for a class descriptor, else a list
     (:leaf (st-read-leaf st spec start account))
     (:reference
      (let ((id (field (read-parts (st-walker st) (tag-spec-parts spec) '()) 'id)))
-       (if (eq (tag-spec-name spec) :cons-ref)
+       (if (eq (tag-spec-refers spec) :conses)
            (if (< id (st-cons-ids st))
                (list :cons start)
                (cursor-invalid (st-cursor st)

@@ -610,7 +610,7 @@ a sweep of corrupted frames."
   "What is wrong with the record a frame holds is reported at the offset in
 the place where the frame was being read, the decompressed offset in the
 message."
-  (let ((bad (simple-octets (append (coerce (binstore:store nil 1) 'list) '(#x3F)))))
+  (let ((bad (simple-octets (append (coerce (binstore:store nil 1) 'list) '(#x2F)))))
     (dolist (make-sink (list #'binstore:make-zstd-sink #'binstore:make-lz4-sink))
       (let* ((sink (funcall make-sink (binstore:make-octets-sink)))
              (frame (progn (binstore:sink-write sink bad 0 (length bad))

@@ -10,6 +10,13 @@
 (defun octets (&rest bytes)
   (coerce bytes '(simple-array (unsigned-byte 8) (*))))
 
+(defun varint-octets (n)
+  "The bytes of the varint N."
+  (loop for rest = n then (ash rest -7)
+        for more = (>= rest 128)
+        collect (if more (logior 128 (ldb (byte 7 0) rest)) rest)
+        while more))
+
 (defun stored-octets (data &rest options)
   "The bytes of DATA stored with OPTIONS, by default without the header and
 tracking objects but not conses, the record form without a tracking tag:
@@ -99,11 +106,52 @@ short list whose symbol is new writes it in full."
     (is (eq (first copy) (cdr (third copy))))))
 
 (test (golden-shared-conses :fixture headerless)
-  "With shared list structures a circular list's cdr refers to its first cons."
+  "With shared list structures a circular list's cdr refers to its first
+cons, with a short-cons-ref; version 3 wrote a cons-ref, which still reads."
   (let ((l (list 1 2)))
     (setf (cddr l) l)
-    (is (equal '(#x29 #x03 #x02 #x71 #x72 #x26 #x00)
-               (stored-octets l :support-shared-list-structures t)))))
+    (is (equal '(#x29 #x03 #x02 #x71 #x72 #x38 #x00)
+               (stored-octets l :support-shared-list-structures t))))
+  (let ((circle (binstore:restore (octets #x29 #x03 #x02 #x71 #x72 #x26 #x00))))
+    (is (equal '(1 2) (subseq circle 0 2)))
+    (is (eq circle (cddr circle)))))
+
+(test (golden-short-references :fixture headerless)
+  "References to ids 32 to 2079 take two bytes (short-ref: the tag's low
+three bits and a byte), and to cons ids below 2048 (short-cons-ref); past
+those, a ref or cons-ref and a varint.  Each form reads back."
+  (flet ((strings (n) (loop for i below n collect (format nil "~d" i))))
+    ;; N strings, then the same again: the second half is references (the
+    ;; strings take ids 0 to N-1; without cons tracking the list takes none)
+    (dolist (n '(32 33 300 2080 2081))
+      (let* ((strings (strings n))
+             (octets (stored-octets (append strings strings)
+                                    :support-shared-list-structures nil))
+             (restored (binstore:restore (coerce octets '(vector (unsigned-byte 8))))))
+        (is (= (length restored) (* 2 n)))
+        (is (eq (nth 0 restored) (nth n restored)))
+        (is (eq (nth (1- n) restored) (nth (1- (* 2 n)) restored)))
+        (let ((expected (let ((id (1- n)))
+                          (cond ((< id 32) (list (+ #x40 id)))
+                                ((< id 2080) (let ((k (- id 32)))
+                                               (list (+ #x30 (ash k -8)) (ldb (byte 8 0) k))))
+                                (t (list* #x20 (varint-octets id)))))))
+          (is (equal expected (last octets (length expected)))
+              "a reference to id ~d: ~s" (1- n) (last octets 4))))))
+  ;; the same in the forms version 3 wrote: a ref and a varint
+  (is (equal '("a" "a") (binstore:restore (octets #x29 #x02 #x02 #x12 #x01 #x61 #x20 #x00))))
+  ;; short-ref #x37 #xFF names id 2079 (the vector is id 0, its strings
+  ;; 1 on); short-cons-ref #x3F #xFF cons id 2047 (the outer list's two
+  ;; conses are 0 and 1)
+  (let ((v (make-array 2100)))
+    (dotimes (i 2100) (setf (svref v i) (format nil "~d" i)))
+    (let ((octets (stored-octets (list v (svref v 2078)))))
+      (is (equal '(#x37 #xFF) (last octets 2)))))
+  (let* ((l (make-list 2049 :initial-element 0))
+         (octets (stored-octets (list l (nthcdr 2045 l)) :support-shared-list-structures t)))
+    (is (equal '(#x3F #xFF) (last octets 2)))
+    (let ((restored (binstore:restore (coerce octets '(vector (unsigned-byte 8))))))
+      (is (eq (second restored) (nthcdr 2045 (first restored)))))))
 
 (test (golden-version-1-vectors :fixture headerless)
   "Version 1 wrote octet and double-float vectors as any specialized
@@ -136,13 +184,13 @@ then the flags; they still read, with the meaning of the one-byte tags."
     (is (eq circle (cdddr circle)))))
 
 (test (golden-header-and-end :fixture headerless)
-  (is (equal '(#x24 #x42 #x53 #x54 #x03 #x70 #x25)
+  (is (equal '(#x24 #x42 #x53 #x54 #x04 #x70 #x25)
              (stored-octets 0 :output-magic-number t :output-end-marker t))))
 
 (test golden-defaults
-  "STORE's defaults: the header (version 3) and full tracking, then the
+  "STORE's defaults: the header (version 4) and full tracking, then the
 object; several objects after OBJECTS and their count."
-  (is (equal '(#x24 #x42 #x53 #x54 #x03 #x29 #x71)
+  (is (equal '(#x24 #x42 #x53 #x54 #x04 #x29 #x71)
              (coerce (binstore:store nil 1) 'list)))
   (is (equal '(#x29 #x2C #x02 #x71 #x72)
              (coerce (binstore:store nil '(1 2) :as-separate-objects t

@@ -198,7 +198,20 @@ first byte, there is no record: END-OF-DATA."
                        ;; a short vector read from the window: an undefined
                        ;; reference, and cut short
                        (hostile-octets #x02 #x02 #x00 #x14 #x02 #x61 #x45)
-                       (hostile-octets #x02 #x02 #x00 #x14 #x03 #x61 #x62)))
+                       (hostile-octets #x02 #x02 #x00 #x14 #x03 #x61 #x62)
+                       ;; two-byte references: to ids not given, alone, in a
+                       ;; list and a vector's runs, and cut after the tag;
+                       ;; to conses not made, alone, in a list and a pair
+                       (hostile-octets binstore::+tag-short-ref+ #x00)
+                       (hostile-octets (+ binstore::+tag-short-ref+ 7) #xFF)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 binstore::+tag-short-ref+ #x00)
+                       (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-short-ref+ #x05)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 binstore::+tag-short-ref+)
+                       (hostile-octets #x23 #x03 binstore::+tag-short-cons-ref+ #x00)
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-short-cons-ref+ #x02)
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04 binstore::+tag-short-cons-ref+ #x00
+                                       (+ binstore::+tag-short-cons-ref+ 7) #xFF)
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-short-cons-ref+)))
     (let ((c (hostile-restore-condition bytes)))
       (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
   ;; the controls: a list whose second element is its first cons, and
@@ -279,12 +292,27 @@ stream whose window ends inside the run; valid ones name their objects."
                    (is (= 602 (length back)))
                    (is (equal "a" (first back)))
                    (is (every (lambda (x) (eq x (first back))) back)))))))
-  ;; an undefined cons reference, refused at its tag too
-  (let ((c (hostile-restore-condition
-            (hostile-octets #x23 #x03 #x02 #x03 #x00 #x01 binstore::+tag-cons-ref+ #x03))))
-    (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
-    (when (typep c 'binstore:invalid-input)
-      (is (eql 6 (binstore:restore-error-offset c))))))
+  ;; an undefined cons reference, long or short, refused at its tag too
+  (dolist (tag (list binstore::+tag-cons-ref+ binstore::+tag-short-cons-ref+))
+    (let ((c (hostile-restore-condition
+              (hostile-octets #x23 #x03 #x02 #x03 #x00 #x01 tag #x03))))
+      (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
+      (when (typep c 'binstore:invalid-input)
+        (is (eql 6 (binstore:restore-error-offset c))))))
+  ;; a short-ref to an id not given, after a run of valid ones, refused at
+  ;; its tag; the control, the same with a valid one
+  (let* ((strings (loop for i below 40 append (list #x12 #x01 (+ #x30 (mod i 10)))))
+         (head (append (list binstore::+tag-simple-vector+ 42) strings))
+         (bad (hostile-octets head binstore::+tag-short-ref+ #x08 binstore::+tag-short-ref+ #x09))
+         (good (hostile-octets head binstore::+tag-short-ref+ #x08 binstore::+tag-short-ref+ #x07)))
+    ;; the vector is id 0, its strings ids 1 to 40: #x30 #x08 is id 40
+    (let ((c (hostile-restore-condition bad)))
+      (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
+      (when (typep c 'binstore:invalid-input)
+        (is (eql (+ (length head) 2) (binstore:restore-error-offset c)))))
+    (let ((back (binstore:restore good)))
+      (is (eq (aref back 39) (aref back 40)))
+      (is (eq (aref back 38) (aref back 41))))))
 
 (test (hostile-unknown-tags :fixture format-2-defaults)
   "Every type tag that src/format/tags.lisp leaves undefined (reserved)."
@@ -296,7 +324,7 @@ stream whose window ends inside the run; valid ones name their objects."
 
 (test (hostile-unknown-tag-offset :fixture format-2-defaults)
   "The offset names the offending byte."
-  (let ((c (hostile-restore-condition (hostile-octets #x02 #x02 #x71 #x3F))))
+  (let ((c (hostile-restore-condition (hostile-octets #x02 #x02 #x71 #x2F))))
     (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
     (when (typep c 'binstore:invalid-input)
       (is (eql 3 (binstore:restore-error-offset c)) "offset ~s" (binstore:restore-error-offset c)))))

@@ -229,9 +229,15 @@ of objects by id holds nothing afterwards."
 a list or a vector, and as the car or cdr of a CONS of two leaves) and
 through the general path (from a Gray stream's window, to a cons whose
 entry is not filled yet, to the cons being read): a tangled graph of conses
-and pairs of references restore with the same shape."
+and pairs of references restore with the same shape.  With 300 conses in
+the graph every reference is a SHORT-CONS-REF; with 2,500, those to cons
+ids past 2047 are CONS-REFs with a varint."
+  (dolist (size '(300 2500))
+    (cons-references-as-leaves size)))
+
+(defun cons-references-as-leaves (size)
   (let* ((state (sb-ext:seed-random-state 7))
-         (graph (coerce (loop repeat 300 collect (cons nil nil)) 'simple-vector))
+         (graph (coerce (loop repeat size collect (cons nil nil)) 'simple-vector))
          (run (list 1 2 3 4 5 6))
          (self (cons nil nil))
          (data (list graph
@@ -244,14 +250,21 @@ and pairs of references restore with the same shape."
                      (cons (nthcdr 5 run) 8)
                      self
                      (vector (nthcdr 1 run) run (nthcdr 2 run) 9 (nthcdr 1 run)))))
-    (dotimes (i 3000)
-      (setf (car (svref graph (random 300 state))) (svref graph (random 300 state))
-            (cdr (svref graph (random 300 state))) (svref graph (random 300 state))))
+    (dotimes (i (* 10 size))
+      (setf (car (svref graph (random size state))) (svref graph (random size state))
+            (cdr (svref graph (random size state))) (svref graph (random size state))))
     (setf (car self) self
           (cdr self) self)
     (let ((octets (binstore:store nil data :support-shared-list-structures t)))
-      ;; pairs of references were written
-      (is (search (vector binstore::+tag-cons+ binstore::+tag-cons-ref+) octets))
+      ;; pairs of references were written, in the short form and (past
+      ;; cons id 2047) the long one
+      (flet ((cons-then-p (test)
+               (loop for i from 0 below (1- (length octets))
+                     thereis (and (= (aref octets i) binstore::+tag-cons+)
+                                  (funcall test (aref octets (1+ i)))))))
+        (is (cons-then-p #'binstore::short-cons-ref-tag-p))
+        (when (> size 2048)
+          (is (cons-then-p (lambda (tag) (= tag binstore::+tag-cons-ref+))))))
       (dolist (restored (list (binstore:restore octets)
                               (binstore:restore (make-instance 'octet-input-stream
                                                                :octets octets))))

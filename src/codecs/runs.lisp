@@ -22,15 +22,22 @@
 
 (declaim (inline window-ref-id))
 (defun window-ref-id (sap p end)
-  "If SAP+P (P below END) holds a reference, small or REF with an id
-WINDOW-VARINT reads: the id and the reference's size in bytes; otherwise 0
-and 0.  As WINDOW-INTEGER, it reads nothing else and calls nothing."
+  "If SAP+P (P below END) holds a reference, small, SHORT-REF whose second
+byte is below END, or REF with an id WINDOW-VARINT reads: the id and the
+reference's size in bytes; otherwise 0 and 0.  As WINDOW-INTEGER, it reads
+nothing else and calls nothing."
   (declare (type index p end))
   (let ((tag (mem-u8 sap p)))
     ;; the small references' range as one comparison, by wrapping around:
     ;; the commonest case falls through
     (cond ((< (ldb (byte 8 0) (- tag +first-small-ref-tag+)) +small-ref-count+)
            (values (- tag +first-small-ref-tag+) 1))
+          ((short-ref-tag-p tag)
+           (if (< (+ p 1) end)
+               (values (+ +first-short-ref-id+ (ash (- tag +tag-short-ref+) 8)
+                          (mem-u8 sap (+ p 1)))
+                       2)
+               (values 0 0)))
           ((= tag +tag-ref+)
            (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
              (if next
@@ -70,13 +77,20 @@ place."
 
 (declaim (inline window-cons-ref-id))
 (defun window-cons-ref-id (rs sap p end)
-  "If SAP+P (P below END) holds a CONS-REF whose varint the window holds,
-naming a cons made before whose entry in the table of conses by id is
-filled: the id and the offset after the reference; otherwise NIL and NIL.
-An entry CONS-BY-ID has yet to fill is left to the general path, so that
-the loops over leaves call nothing for it.  Reads nothing past END."
+  "If SAP+P (P below END) holds a CONS-REF or SHORT-CONS-REF (the caller
+has seen one of their tags) the window holds whole, naming a cons made
+before whose entry in the table of conses by id is filled: the id and the
+offset after the reference; otherwise NIL and NIL.  An entry CONS-BY-ID
+has yet to fill is left to the general path, so that the loops over leaves
+call nothing for it.  Reads nothing past END."
   (declare (type restore-state rs) (type index p end))
-  (multiple-value-bind (id next) (window-varint sap (+ p 1) end)
+  (multiple-value-bind (id next)
+      (let ((tag (mem-u8 sap p)))
+        (cond ((= tag +tag-cons-ref+) (window-varint sap (+ p 1) end))
+              ((< (+ p 1) end)
+               (values (+ (ash (- tag +tag-short-cons-ref+) 8) (mem-u8 sap (+ p 1)))
+                       (+ p 2)))
+              (t (values 0 nil))))
     (if (and next
              (< id (rs-next-cons-id rs))
              (consp (svref (rs-cons-refs rs) id)))
@@ -106,9 +120,10 @@ cache of conses by id, so a reader may read several and then give up."
   (let ((tag (mem-u8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (small-int-value tag) (+ p 1)))
-          ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+))
+          ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+) (short-ref-tag-p tag))
            (window-ref rs sap p end))
-          ((= tag +tag-cons-ref+) (window-cons-ref rs sap p end))
+          ((or (= tag +tag-cons-ref+) (short-cons-ref-tag-p tag))
+           (window-cons-ref rs sap p end))
           (t (let ((size (leaf-bytes tag))
                    (q (+ p 1)))
                (if (or (null size) (> (+ p size) end)
@@ -131,11 +146,12 @@ READ-OBJECT would give it."
   (let ((tag (mem-u8 sap p)))
     (cond ((>= tag +first-small-int-tag+)
            (values (small-int-value tag) (+ p 1)))
-          ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+))
+          ((or (>= tag +first-small-ref-tag+) (= tag +tag-ref+) (short-ref-tag-p tag))
            (window-ref rs sap p end))
           ((= tag +tag-base-string+) (window-base-string rs p end))
           ((= tag +tag-string+) (window-character-string rs p end))
-          ((= tag +tag-cons-ref+) (window-cons-ref rs sap p end))
+          ((or (= tag +tag-cons-ref+) (short-cons-ref-tag-p tag))
+           (window-cons-ref rs sap p end))
           ((or (= tag +tag-double-float+) (= tag +tag-complex-double+))
            (let ((x (window-box sap p end tag)))
              (if x
@@ -159,7 +175,7 @@ READ-OBJECT would give it."
            (size (cond ((>= tag +first-small-int-tag+) 1)
                        ((>= tag +first-small-ref-tag+)
                         (and (< (- tag +first-small-ref-tag+) (rs-next-id rs)) 1))
-                       ((= tag +tag-cons-ref+)
+                       ((or (= tag +tag-cons-ref+) (short-cons-ref-tag-p tag))
                         (let ((next (nth-value 1 (window-cons-ref-id rs sap p end))))
                           (and next (- next p))))
                        (t (leaf-bytes tag)))))
@@ -325,7 +341,11 @@ leaves (see WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
         (loop for tag from +first-small-ref-tag+ below (+ +first-small-ref-tag+ +small-ref-count+)
               do (kind +ref-kind+ tag))
         (kind +ref-kind+ +tag-ref+)
-        (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+ +tag-simple-vector+))
+        (loop for tag from +tag-short-ref+ below (+ +tag-short-ref+ +short-ref-tags+)
+              do (kind +ref-kind+ tag))
+        (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+ +tag-simple-vector+)
+        (loop for tag from +tag-short-cons-ref+ below (+ +tag-short-cons-ref+ +short-cons-ref-tags+)
+              do (kind +leaf-kind+ tag)))
       kinds)
   "For each tag byte, which loop of FILL-CARS and FILL-ELEMENTS reads what
 starts with it: each pass over the window jumps to that loop, which runs

@@ -18,7 +18,7 @@
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
   (cond ((>= tag +first-small-int-tag+) (small-int-value tag))
         ((>= tag +first-small-ref-tag+)
-         (object-by-id rs (- tag +first-small-ref-tag+) t))
+         (object-by-id rs (- tag +first-small-ref-tag+) 1))
         ;; the commonest boxed leaf, allocated here without a call
         ((= tag +tag-double-float+)
          (register rs (read-fixed-float (rs-ibuf rs) +tag-double-float+)))

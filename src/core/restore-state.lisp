@@ -274,12 +274,14 @@ a single cons (a CONS record) is a run, and there may be millions."
       (setf (aref (rs-run-lengths rs) id) n))
     run))
 
-(defun cons-by-id (rs id)
-  "The cons with ID, named by the CONS-REF just read."
-  (declare (type restore-state rs) (type unsigned-byte id) (optimize speed))
+(defun cons-by-id (rs id size)
+  "The cons with ID, named by the reference just read, of SIZE bytes (a
+CONS-REF or SHORT-CONS-REF)."
+  (declare (type restore-state rs) (type unsigned-byte id) (type (integer 1 11) size)
+           (optimize speed))
   (unless (< id (rs-next-cons-id rs))
     (invalid (rs-ibuf rs) (format nil "reference to cons ~d, which is not defined yet" id)
-             "a cons id defined earlier" (reference-offset rs id nil)))
+             "a cons id defined earlier" (reference-offset rs size)))
   (let* ((refs (rs-cons-refs rs))
          (entry (svref refs id)))
     (if (consp entry)
@@ -295,23 +297,28 @@ a single cons (a CONS record) is a run, and there may be millions."
                          (svref refs k) c))
           c))))
 
-(defun reference-offset (rs id small)
-  "The offset of the reference to ID just read: a SMALL one is its tag; a
-REF or CONS-REF is its tag and a varint, in its shortest form (the only
-one READ-VARINT accepts)."
-  (- (ibuf-offset (rs-ibuf rs)) (if small 1 (1+ (varint-length id)))))
+(defun reference-offset (rs size)
+  "The offset of the reference just read, SIZE bytes long."
+  (- (ibuf-offset (rs-ibuf rs)) size))
 
-(defun undefined-id (rs id small)
-  "Signal that the reference just read, SMALL or not, names an id not given."
+(declaim (inline varint-reference-size))
+(defun varint-reference-size (id)
+  "The size of a REF or CONS-REF to ID: its tag and a varint, in its
+shortest form (the only one READ-VARINT accepts)."
+  (1+ (varint-length id)))
+
+(defun undefined-id (rs id size)
+  "Signal that the reference just read, of SIZE bytes, names an id not given."
   (invalid (rs-ibuf rs) (format nil "reference to id ~d, which is not defined yet" id)
-           "an id defined earlier" (reference-offset rs id small)))
+           "an id defined earlier" (reference-offset rs size)))
 
 (declaim (inline object-by-id))
-(defun object-by-id (rs id small)
-  "The object with ID, named by the reference just read (SMALL or not)."
+(defun object-by-id (rs id size)
+  "The object with ID, named by the reference just read, of SIZE bytes (1
+for a small reference, 2 for a short-ref)."
   (if (< id (rs-next-id rs))
       (svref (settled-refs rs) id)
-      (undefined-id rs id small)))
+      (undefined-id rs id size)))
 
 (defun runway-reach (rs bytes)
   "How far the next runways may reach, together, past the BYTES about to be

@@ -145,28 +145,50 @@ are too, so make room for them in the table at once."
     (release-identity-table (ss-cons-refs ss))))
 
 (defun write-ref (ob id)
-  "Write a back-reference to ID."
+  "Write a back-reference to ID: a small reference, a short-ref or a ref,
+the shortest that holds it."
   (declare (type index id))
-  (if (< id +small-ref-count+)
-      (write-u8 ob (+ +first-small-ref-tag+ id))
-      (progn (write-u8 ob +tag-ref+) (write-varint ob id))))
+  (cond ((< id +small-ref-count+)
+         (write-u8 ob (+ +first-small-ref-tag+ id)))
+        ((< id +short-ref-limit+)
+         (let ((k (- id +first-short-ref-id+)))
+           (write-u8 ob (+ +tag-short-ref+ (ash k -8)))
+           (write-u8 ob (ldb (byte 8 0) k))))
+        (t (write-u8 ob +tag-ref+) (write-varint ob id))))
 
 (declaim (inline ref-length))
 (defun ref-length (id)
   "Bytes WRITE-REF and PUT-REF take for a reference to ID."
   (declare (type index id))
-  (if (< id +small-ref-count+) 1 (1+ (varint-length id))))
+  (cond ((< id +small-ref-count+) 1)
+        ((< id +short-ref-limit+) 2)
+        (t (1+ (varint-length id)))))
 
 (declaim (inline put-ref))
 (defun put-ref (sap p id)
   "Store a back-reference to ID at SAP+P (room for 6 bytes checked by the
 caller); return the offset after it.  The bytes of WRITE-REF."
   (declare (type index p) (type (unsigned-byte 32) id))
-  (if (< id +small-ref-count+)
-      (progn (setf (mem-u8 sap p) (+ +first-small-ref-tag+ id))
-             (1+ p))
-      (progn (setf (mem-u8 sap p) +tag-ref+)
-             (put-varint sap (1+ p) id))))
+  (cond ((< id +small-ref-count+)
+         (setf (mem-u8 sap p) (+ +first-small-ref-tag+ id))
+         (1+ p))
+        ((< id +short-ref-limit+)
+         (let ((k (- id +first-short-ref-id+)))
+           (setf (mem-u8 sap p) (+ +tag-short-ref+ (ash k -8))
+                 (mem-u8 sap (1+ p)) (ldb (byte 8 0) k))
+           (+ p 2)))
+        (t (setf (mem-u8 sap p) +tag-ref+)
+           (put-varint sap (1+ p) id))))
+
+(defun write-cons-ref (ob id)
+  "Write a reference to the cons ID: a short-cons-ref or a cons-ref, the
+shorter that holds it."
+  (declare (type index id))
+  (if (< id +short-cons-ref-limit+)
+      (progn (write-u8 ob (+ +tag-short-cons-ref+ (ash id -8)))
+             (write-u8 ob (ldb (byte 8 0) id)))
+      (progn (write-u8 ob +tag-cons-ref+)
+             (write-varint ob id))))
 
 (declaim (inline leaf-refs))
 (defun leaf-refs (ss)
@@ -191,9 +213,7 @@ otherwise (but for a cons) REMEMBER must follow, as WRITTEN-ID says."
   (let ((id (written-id ss object)))
     (when (>= id 0)
       (if (consp object)
-          (let ((ob (ss-obuf ss)))
-            (write-u8 ob +tag-cons-ref+)
-            (write-varint ob id))
+          (write-cons-ref (ss-obuf ss) id)
           (write-ref (ss-obuf ss) id))
       t)))
 

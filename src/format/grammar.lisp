@@ -7,17 +7,21 @@
 ;;;; src/explain.lisp (BINSTORE:EXPLAIN) interpret it; tests/grammar.lisp
 ;;;; checks doc/FORMAT.md's tables against it.
 ;;;;
-;;;; An entry is (NAME CODE &key ROLE KIND IDS PARTS CONTENTS SUMMARY):
+;;;; An entry is (NAME CODE &key CODES ROLE KIND IDS PARTS CONTENTS SUMMARY):
 ;;;;
 ;;;;   NAME      a keyword, the tag's name in FORMAT.md (:dotted-list); the
 ;;;;             constant is +TAG-<NAME>+
-;;;;   CODE      the tag byte
+;;;;   CODE      the tag byte (the first, with CODES)
+;;;;   CODES     how many tag bytes from CODE on the entry covers (1): the
+;;;;             tag byte itself then carries part of a field (:TAG)
 ;;;;   ROLE      :object   the tag may start an object (anywhere one is read)
 ;;;;             :slot     only as an instance's slot value (unbound-slot)
 ;;;;             :record   only where the record rules below put it
 ;;;;   KIND      for objects: :leaf, :container (a header, then contents a
 ;;;;             LATER may defer), :reference (names an earlier object) or
 ;;;;             :deferred (LATER)
+;;;;   REFERS    for a :reference, what its ID field names: :objects (the
+;;;;             default) or :conses (a cons id)
 ;;;;   IDS       which objects get ids, and when:
 ;;;;             :never      none
 ;;;;             :always     the object, once its parts are read
@@ -35,6 +39,7 @@
 ;;;; PARTS and CONTENTS are lists of parts, read in order.  A part names a
 ;;;; field; later parts' expressions can use it.
 ;;;;
+;;;;   (:tag f)             F is the tag byte itself; nothing is read (first part only)
 ;;;;   (:u8 f [names])      one byte; NAMES, a list, says what each value means
 ;;;;   (:int f n)           n bytes, little-endian two's complement
 ;;;;   (:uint f n)          n bytes, little-endian unsigned
@@ -409,7 +414,7 @@ name of the test follows as an object).")
      :summary "the bytes `#x42 #x53 #x54` (\"BST\"), then the format version as a varint")
     (:end #x25 :role :record :ids :never
      :summary "end marker: nothing after it is read")
-    (:cons-ref #x26 :role :object :kind :reference :ids :never
+    (:cons-ref #x26 :role :object :kind :reference :refers :conses :ids :never
      :parts ((:varint id))
      :summary "varint cons id: the cons with that id (see *References*)")
     (:int64-list #x27 :role :object :kind :container :ids :conses
@@ -448,11 +453,22 @@ name of the test follows as an object).")
     (:dictionary #x2E :role :record :ids :never
      :parts ((:uint fingerprint 4)
              (:varint n))
-     :summary "4 bytes, the fingerprint of the dictionary the record was stored with, then varint n: its n entries take ids 0 to n−1 (since version 3; see *Dictionaries*)"))
+     :summary "4 bytes, the fingerprint of the dictionary the record was stored with, then varint n: its n entries take ids 0 to n−1 (since version 3; see *Dictionaries*)")
+    ;; References in two bytes: the tag's low 3 bits and the next byte
+    (:short-ref #x30 :codes 8 :role :object :kind :reference :ids :never
+     :parts ((:tag tag)
+             (:u8 low)
+             (:let id (+ 32 (* 256 (- tag #x30)) low)))
+     :summary "1 byte b: the object with id 32 + 256 × (tag − `#x30`) + b, ids 32–2079 (since version 4)")
+    (:short-cons-ref #x38 :codes 8 :role :object :kind :reference :refers :conses :ids :never
+     :parts ((:tag tag)
+             (:u8 low)
+             (:let id (+ (* 256 (- tag #x38)) low)))
+     :summary "1 byte b: the cons with id 256 × (tag − `#x38`) + b, cons ids 0–2047 (since version 4)"))
   "The tags, as written: see the top of this file.  +GRAMMAR+ is the same,
 checked and indexed.")
 
-(defparameter +reserved-tags+ '(#x2F . #x3F)
+(defparameter +reserved-tags+ '(#x2F . #x2F)
   "The type tags no version uses yet, first and last: a decoder rejects them.")
 
 ;;; Parsed entries ---------------------------------------------------------------
@@ -461,6 +477,8 @@ checked and indexed.")
   "One tag of the format: see the top of this file."
   (name nil :type keyword)
   (code 0 :type (integer 0 63))
+  (codes 1 :type (integer 1 64))        ; tag bytes from CODE on
+  (refers :objects :type (member :objects :conses)) ; what a :reference names, by id
   (constant nil :type symbol)           ; +TAG-<NAME>+
   (role :object :type (member :object :slot :record))
   (kind nil :type (member nil :leaf :container :reference :deferred))
@@ -470,7 +488,7 @@ checked and indexed.")
   (summary "" :type string))
 
 (defparameter +part-kinds+
-  '(:u8 :int :uint :float :varint :varints :count :flags :element-type :magic :let
+  '(:tag :u8 :int :uint :float :varint :varints :count :flags :element-type :magic :let
     :room :check :charge :object :objects :tail :ints :magnitude :ascii :utf8 :name
     :payload :if :case :later :fill)
   "Every kind of part the grammar uses (see the top of this file).")
@@ -496,21 +514,27 @@ checked and indexed.")
 slots, the TAG-SPEC of each type tag at its code, NIL for the others."
   (let ((table (make-array 64 :initial-element nil)))
     (dolist (entry source table)
-      (destructuring-bind (name code &key (role :object) kind (ids :never) parts contents
-                                          (summary ""))
+      (destructuring-bind (name code &key (codes 1) (role :object) kind (refers :objects)
+                                          (ids :never) parts contents (summary ""))
           entry
-        (when (aref table code)
-          (error "Tags ~s and ~s share the code ~s." (tag-spec-name (aref table code)) name code))
+        (loop for c from code below (+ code codes)
+              when (aref table c)
+                do (error "Tags ~s and ~s share the code ~s." (tag-spec-name (aref table c)) name c))
+        (when (find :tag (rest parts) :key #'first)
+          (error "Tag ~s: a :TAG part comes first." name))
         (when (and (eq role :object) (null kind))
           (error "Tag ~s: an object tag needs a kind." name))
         (when (and contents (not (eq kind :container)))
           (error "Tag ~s: only containers have contents." name))
         (check-parts parts name)
         (check-parts contents name)
-        (setf (aref table code)
-              (%make-tag-spec :name name :code code :constant (tag-constant-name name)
-                              :role role :kind kind :ids ids :parts parts
-                              :contents contents :summary summary))))))
+        (let ((spec (%make-tag-spec :name name :code code :codes codes
+                                    :constant (tag-constant-name name)
+                                    :refers refers
+                                    :role role :kind kind :ids ids :parts parts
+                                    :contents contents :summary summary)))
+          (loop for c from code below (+ code codes)
+                do (setf (aref table c) spec)))))))
 
 (defparameter +grammar+ (parse-grammar +grammar-source+)
   "The TAG-SPEC of each type tag, indexed by its code (NIL where none).")
@@ -526,8 +550,8 @@ outside the type tags)."
       (error "No tag named ~s." name)))
 
 (defun grammar-tags ()
-  "Every TAG-SPEC, in code order."
-  (remove nil (coerce +grammar+ 'list)))
+  "Every TAG-SPEC, in code order, once (an entry of several CODES too)."
+  (remove-duplicates (remove nil (coerce +grammar+ 'list)) :from-end t))
 
 (defun container-tag-p (code)
   "True for the tag of a container (a header, then contents LATER may defer)."
@@ -677,10 +701,17 @@ that the document says the same)."
   (with-output-to-string (out)
     (format out "| tag | name | what follows |~%|---|---|---|~%")
     (dolist (spec (grammar-tags))
-      (format out "| `#x~2,'0X` | ~(~a~) | ~a |~%"
-              (tag-spec-code spec) (tag-spec-name spec) (tag-spec-summary spec)))
-    (format out "~%Tags `#x~2,'0X`–`#x~2,'0X` are reserved; a decoder must reject them.~%"
-            (car +reserved-tags+) (cdr +reserved-tags+))))
+      (let* ((code (tag-spec-code spec))
+             (last (+ code (tag-spec-codes spec) -1))
+             (cell (if (= code last)
+                       (format nil "`#x~2,'0X`" code)
+                       (format nil "`#x~2,'0X`–`#x~2,'0X`" code last))))
+        (format out "| ~a | ~(~a~) | ~a |~%" cell (tag-spec-name spec) (tag-spec-summary spec))))
+    (if (= (car +reserved-tags+) (cdr +reserved-tags+))
+        (format out "~%Tag `#x~2,'0X` is reserved; a decoder must reject it.~%"
+                (car +reserved-tags+))
+        (format out "~%Tags `#x~2,'0X`–`#x~2,'0X` are reserved; a decoder must reject them.~%"
+                (car +reserved-tags+) (cdr +reserved-tags+)))))
 
 (defun element-type-bits-text (code)
   "The \"bits\" column of FORMAT.md's table of element types for CODE."

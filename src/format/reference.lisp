@@ -257,6 +257,9 @@ FIELDS with each field read pushed on it (an alist, newest first)."
              (part (part)
                (destructuring-bind (kind &rest args) part
                  (ecase kind
+                   ;; the byte just read: a :TAG part comes first
+                   (:tag (bind (first args)
+                               (aref (cursor-octets cursor) (1- (cursor-pos cursor)))))
                    (:u8 (bind (first args) (cursor-u8 cursor)))
                    (:int (bind (first args) (signed (cursor-unsigned cursor (second args))
                                                     (* 8 (second args)))))
@@ -531,7 +534,7 @@ unbound-slot tag is read as *UNBOUND-SLOT-VALUE*."
        (rf-give-ids rf spec (build-leaf rf (tag-spec-name spec) fields))))
     (:reference
      (let ((id (field (read-parts (rf-walker rf) (tag-spec-parts spec) '()) 'id)))
-       (if (eq (tag-spec-name spec) :cons-ref)
+       (if (eq (tag-spec-refers spec) :conses)
            (if (< id (length (rf-conses rf)))
                (aref (rf-conses rf) id)
                (cursor-invalid (rf-cursor rf)

@@ -4,7 +4,8 @@
 ;;;; checked against doc/FORMAT.md by tests/grammar.lisp.
 ;;;;
 ;;;; Every object starts with one tag byte:
-;;;;   #x00-#x3F  a type tag (below)
+;;;;   #x00-#x3F  a type tag (below); #x30-#x37 and #x38-#x3F carry the high
+;;;;              bits of a two-byte reference (short-ref, short-cons-ref)
 ;;;;   #x40-#x5F  a back-reference to object id 0..31
 ;;;;   #x60-#xFF  a small integer, value = tag - #x70, so -16..143
 
@@ -26,7 +27,9 @@ the inspector and error messages); +CONTAINER-TAGS+, the tags of containers."
        (defparameter +tag-names+
          (let ((v (make-array 64 :initial-element nil)))
            ,@(loop for spec in specs
-                   collect `(setf (svref v ,(tag-spec-code spec)) ',(tag-spec-constant spec)))
+                   nconc (loop for code from (tag-spec-code spec)
+                                 below (+ (tag-spec-code spec) (tag-spec-codes spec))
+                               collect `(setf (svref v ,code) ',(tag-spec-constant spec))))
            v)
          "The name of the constant of each type tag, indexed by the tag; NIL for
 the reserved tags.")
@@ -53,6 +56,25 @@ the reserved tags.")
 
 (defconstant +first-small-ref-tag+ #x40)
 (defconstant +small-ref-count+ 32)
+
+;;; Two-byte references: the tag's offset from +TAG-SHORT-REF+ (or
+;;; +TAG-SHORT-CONS-REF+) is the id's high bits, the next byte its low 8.
+;;; Object ids start after the small references' 32; cons ids at 0.
+(defconstant +short-ref-tags+ (tag-spec-codes (tag-spec-named :short-ref)))
+(defconstant +first-short-ref-id+ +small-ref-count+)
+(defconstant +short-ref-limit+ (+ +first-short-ref-id+ (* 256 +short-ref-tags+))
+  "Object ids below this (and at least +FIRST-SHORT-REF-ID+) take a short-ref.")
+(defconstant +short-cons-ref-tags+ (tag-spec-codes (tag-spec-named :short-cons-ref)))
+(defconstant +short-cons-ref-limit+ (* 256 +short-cons-ref-tags+)
+  "Cons ids below this take a short-cons-ref.")
+
+(declaim (inline short-ref-tag-p short-cons-ref-tag-p))
+(defun short-ref-tag-p (tag)
+  (declare (type (unsigned-byte 8) tag))
+  (< (ldb (byte 8 0) (- tag +tag-short-ref+)) +short-ref-tags+))
+(defun short-cons-ref-tag-p (tag)
+  (declare (type (unsigned-byte 8) tag))
+  (< (ldb (byte 8 0) (- tag +tag-short-cons-ref+)) +short-cons-ref-tags+))
 (defconstant +first-small-int-tag+ #x60)
 (defconstant +small-int-bias+ #x70)
 (defconstant +smallest-in-tag-integer+ (- +first-small-int-tag+ +small-int-bias+)) ; -16
