@@ -55,7 +55,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl test-clisp test-all bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl test-clisp test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -106,6 +106,21 @@ test-clisp:
 # change, listed in TEST_OTHER_LISPS.
 TEST_OTHER_LISPS =
 test-all: test $(TEST_OTHER_LISPS)
+
+# SBCL's machine code for every function of binstore, in this checkout and
+# at BASE (a commit): the functions whose code differs.  A change made for
+# another Lisp should list none it did not mean to change on SBCL.
+compare-machine-code: deps
+	@test -n "$(BASE)" || { echo "usage: make compare-machine-code BASE=<commit>"; exit 2; }
+	rm -rf build/machine-code && mkdir -p build/machine-code/base
+	git archive $(BASE) | tar -x -C build/machine-code/base
+	cd build/machine-code/base && $(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore")' \
+	  --load ../../../tools/machine-code.lisp \
+	  --eval '(binstore-machine-code:write-machine-code "../base.txt")' >/dev/null
+	$(SBCL_RUN) --load tools/load.lisp --eval '(asdf:load-system "binstore")' --load tools/machine-code.lisp \
+	  --eval '(binstore-machine-code:write-machine-code "build/machine-code/now.txt")' >/dev/null
+	$(SBCL_RUN) --load tools/machine-code.lisp \
+	  --eval '(binstore-machine-code:compare-machine-code "build/machine-code/base.txt" "build/machine-code/now.txt")'
 
 # The command-line tool's executable, which bin/binstore runs when it is newer
 # than every source file (else bin/binstore loads binstore from the checkout):
