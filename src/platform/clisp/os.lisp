@@ -115,37 +115,48 @@ does not know: never met in binstore's calls)."
   "Forget the foreign buffer (an image saved keeps no malloc'ed memory)."
   (setf *io-buffer* nil *io-buffer-bytes* 0))
 
-(defun octets-to-foreign (foreign octets start count)
-  "Store COUNT bytes of the octet vector OCTETS from START at FOREIGN."
+(defun octets-to-foreign (foreign offset octets start count)
+  "Store COUNT bytes of the octet vector OCTETS from START at FOREIGN plus
+OFFSET bytes."
   (unless (zerop count)
-    (setf (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count)) 0)
+    (setf (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count)) offset)
           (if (and (zerop start) (= count (length octets)))
               octets
               (subseq octets start (+ start count))))))
 
-(defun foreign-to-octets (foreign octets start count)
-  "Store COUNT bytes at FOREIGN in the octet vector OCTETS from START."
+(defun foreign-to-octets (foreign offset octets start count)
+  "Store COUNT bytes at FOREIGN plus OFFSET bytes in the octet vector
+OCTETS from START."
   (unless (zerop count)
-    (replace octets (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count)) 0)
+    (replace octets (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count))
+                                   offset)
              :start1 start)))
 
 (defun memory-to-foreign (foreign pointer count)
-  "Copy COUNT bytes at the virtual POINTER to FOREIGN."
-  (multiple-value-bind (octets start) (pointer-octets pointer)
-    (if octets
-        (octets-to-foreign foreign octets start count)
-        (let ((copy (make-array count :element-type '(unsigned-byte 8))))
-          (dotimes (k count) (setf (aref copy k) (mem-u8 pointer k)))
-          (octets-to-foreign foreign copy 0 count)))))
+  "Copy COUNT bytes at the virtual POINTER to FOREIGN: a run of one octet
+vector at a time, or byte by byte from memory of another kind."
+  (unless (map-octet-runs (lambda (octets start end done)
+                            (octets-to-foreign foreign done octets start (- end start)))
+                          pointer count)
+    (let ((copy (make-array count :element-type '(unsigned-byte 8))))
+      (dotimes (k count) (setf (aref copy k) (mem-u8 pointer k)))
+      (octets-to-foreign foreign 0 copy 0 count))))
 
 (defun foreign-to-memory (foreign pointer count)
-  "Copy COUNT bytes at FOREIGN to the virtual POINTER."
-  (multiple-value-bind (octets start) (pointer-octets pointer)
-    (if octets
-        (foreign-to-octets foreign octets start count)
-        (let ((copy (make-array count :element-type '(unsigned-byte 8))))
-          (foreign-to-octets foreign copy 0 count)
-          (dotimes (k count) (setf (mem-u8 pointer k) (aref copy k)))))))
+  "Copy COUNT bytes at FOREIGN to the virtual POINTER: a run of one octet
+vector at a time, or byte by byte to memory of another kind."
+  (unless (map-octet-runs (lambda (octets start end done)
+                            (foreign-to-octets foreign done octets start (- end start)))
+                          pointer count)
+    (let ((copy (make-array count :element-type '(unsigned-byte 8))))
+      (foreign-to-octets foreign 0 copy 0 count)
+      (dotimes (k count) (setf (mem-u8 pointer k) (aref copy k))))))
+
+(defconstant +longest-transfer+ (* 4 1024 1024)
+  "The most bytes one read(2) or write(2) is asked to move: the foreign
+buffer stays this small, and the vector CLISP's FFI makes of a block of
+foreign bytes stays far below its longest (2^24 - 1 elements).  Callers
+retry short reads and writes, which a system call may always give.")
 
 ;;; File names ---------------------------------------------------------------
 
@@ -169,7 +180,7 @@ freed after."
          (n (length octets))
          (foreign (libc-malloc (1+ n))))
     (unwind-protect
-         (progn (octets-to-foreign foreign octets 0 n)
+         (progn (octets-to-foreign foreign 0 octets 0 n)
                 (setf (ffi:memory-as foreign 'ffi:uint8 n) 0)
                 (funcall function foreign))
       (libc-free foreign))))
@@ -209,7 +220,8 @@ descriptor, or NIL and the errno."
 (defun system-read (fd pointer count)
   "read(2) at most COUNT bytes from the descriptor FD to POINTER, once: the
 number read (0 at the end of the file), or NIL and the errno."
-  (let* ((buffer (io-buffer count))
+  (let* ((count (min count +longest-transfer+))
+         (buffer (io-buffer count))
          (n (libc-read fd buffer count)))
     (if (< n 0)
         (values nil (last-errno))
@@ -219,7 +231,8 @@ number read (0 at the end of the file), or NIL and the errno."
 (defun system-write (fd pointer count)
   "write(2) at most COUNT bytes at POINTER to the descriptor FD, once: the
 number written, or NIL and the errno."
-  (let ((buffer (io-buffer count)))
+  (let* ((count (min count +longest-transfer+))
+         (buffer (io-buffer count)))
     (memory-to-foreign buffer pointer count)
     (c-result (libc-write fd buffer count))))
 
@@ -227,7 +240,8 @@ number written, or NIL and the errno."
   "pwrite(2) at most COUNT bytes at POINTER to the descriptor FD at the file
 OFFSET, once (not retried on EINTR): the number written, or NIL and the
 errno."
-  (let ((buffer (io-buffer count)))
+  (let* ((count (min count +longest-transfer+))
+         (buffer (io-buffer count)))
     (memory-to-foreign buffer pointer count)
     (c-result (libc-pwrite fd buffer count offset))))
 
@@ -278,7 +292,7 @@ the errno."
         (if (< n 0)
             (values nil (last-errno))
             (let ((octets (make-array n :element-type '(unsigned-byte 8))))
-              (foreign-to-octets buffer octets 0 n)
+              (foreign-to-octets buffer 0 octets 0 n)
               (values (ext:convert-string-from-bytes octets charset:utf-8) nil)))))))
 
 (defun system-rename (from to)
@@ -337,39 +351,28 @@ at its end.  Returns true."
 
 ;;; Memory -------------------------------------------------------------------
 
-(defconstant +longest-octet-vector+ (1- (ash 1 24))
-  "The most elements this CLISP's octet vectors hold: (MAKE-ARRAY (EXPT 2
-24) :ELEMENT-TYPE '(UNSIGNED-BYTE 8)) gives an empty vector (measured on
-2.49.93, Debian's x86-64 build), so longer memory is refused.")
-
 (defun map-memory (bytes)
-  "BYTES of fresh memory, zero, readable and writable: on CLISP an octet
-vector made a segment of its own (see portable/memory.lisp).  Its address,
-an integer, or NIL and the errno (ENOMEM beyond +LONGEST-OCTET-VECTOR+)."
-  (if (> bytes +longest-octet-vector+)
-      (values nil 12)                   ; ENOMEM
-      (handler-case
-          (values (register-octets (make-array bytes :element-type '(unsigned-byte 8)
-                                                     :initial-element 0))
-                  nil)
-        (storage-condition () (values nil 12)))))
+  "BYTES of fresh memory, zero, readable and writable: on CLISP octet
+vectors of 1 MiB, a chunks segment of its own (MAKE-OCTET-MEMORY, in
+portable/memory.lisp), so that it may be larger than CLISP's longest
+vector.  Its address, an integer, or NIL and the errno (ENOMEM when the
+heap cannot hold it)."
+  (handler-case (values (make-octet-memory bytes) nil)
+    (storage-condition () (values nil 12)))) ; ENOMEM
 
 (defun unmap-memory (address bytes)
   "Release the memory MAP-MEMORY gave at ADDRESS: T."
   (declare (ignore bytes))
-  (forget-octets address)
+  (free-octet-memory address)
   t)
 
 (defun remap-memory (address bytes new-bytes)
   "Resize the memory of BYTES bytes at ADDRESS to NEW-BYTES, keeping its
-contents; it moves.  The new address, or NIL and the errno."
-  (multiple-value-bind (new errno) (map-memory new-bytes)
-    (if new
-        (let ((old (forget-octets address))
-              (octets (pointer-octets new)))
-          (replace octets old :end2 (min bytes new-bytes))
-          (values new nil))
-        (values nil errno))))
+contents.  On CLISP it stays where it is (its whole chunks are kept, only
+the last one is copied): the address, or NIL and the errno."
+  (declare (ignore bytes))
+  (handler-case (values (resize-octet-memory address new-bytes) nil)
+    (storage-condition () (values nil 12)))) ; ENOMEM
 
 ;;; Pages ----------------------------------------------------------------------
 
