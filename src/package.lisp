@@ -3,10 +3,10 @@
 (defpackage #:binstore
   (:use #:common-lisp)
   ;; ECL leaves the elements of a new array undefined where SBCL zeroes
-  ;; them, and CLISP fills T arrays with NIL; binstore relies on zeros: the
-  ;; ECL and CLISP platforms' MAKE-ARRAY zeroes them
-  ;; (src/platform/ecl/memory.lisp, src/platform/clisp/memory.lisp)
-  #+(or ecl clisp) (:shadow #:make-array)
+  ;; them, and CLISP and ABCL fill T arrays with NIL; binstore relies on
+  ;; zeros: the ECL, CLISP and ABCL platforms' MAKE-ARRAY zeroes them
+  ;; (src/platform/{ecl,clisp,abcl}/memory.lisp)
+  #+(or ecl clisp abcl) (:shadow #:make-array)
   ;; CLISP does not evaluate a constant's value when it compiles DEFCONSTANT,
   ;; and binstore's files read constants with #. (CASE keys): see below
   #+clisp (:shadow #:defconstant)
