@@ -574,7 +574,7 @@ FN used is put back where the stream can seek."
 
 (defun call-with-place-ibuf (place limit fn)
   "Call FN with an IBUF reading PLACE, any place RESTORE takes."
-  (cond ((typep place '(simple-array (unsigned-byte 8) (*)))
+  (cond ((typep place 'simple-octet-vector) ; on SBCL (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))
          (with-pinned-objects (place)
            (call-with-memory-ibuf (pointer-address (vector-pointer place)) (length place)
                                   limit fn)))

@@ -56,27 +56,38 @@ fixnum vectors are T vectors holding the integers themselves.")
   "A word of the identity table's seen bits."
   '(unsigned-byte 16))
 
-;;; Arrays and strings.
+;;; Arrays and strings.  ABCL's TYPEP takes a vector made adjustable (without
+;;; a fill pointer) for a (SIMPLE-ARRAY <type> (*)), though not for a
+;;; SIMPLE-ARRAY: the types binstore tests simple vectors with add that.
+
+(deftype simple-1d-array ()
+  "A simple one-dimensional array of any element type."
+  '(and simple-array (simple-array * (*))))
+
+(deftype simple-octet-vector ()
+  "A simple vector of octets."
+  '(and simple-array (simple-array (unsigned-byte 8) (*))))
 
 (defun array-widetag (vector)
   "A small integer below 256 that is the same for exactly the simple
 vectors with VECTOR's element representation: one for each of the element
 types ABCL's arrays have."
-  (typecase vector
-    (simple-bit-vector 1)
-    ((simple-array (unsigned-byte 8) (*)) 2)
-    ((simple-array (unsigned-byte 16) (*)) 3)
-    ((simple-array (unsigned-byte 32) (*)) 4)
-    (simple-string 5)
-    (simple-vector 6)
-    (t 7)))                             ; element type NIL
+  (if (null (array-element-type vector))
+      7                                 ; before strings: ABCL's are strings too
+      (typecase vector
+        (simple-bit-vector 1)
+        ((simple-array (unsigned-byte 8) (*)) 2)
+        ((simple-array (unsigned-byte 16) (*)) 3)
+        ((simple-array (unsigned-byte 32) (*)) 4)
+        (simple-string 5)
+        (t 6))))
 
 (defun array-storage (array)
   "The simple vector holding the elements of the non-displaced ARRAY in
 row-major order: ARRAY itself when it is a simple vector.  ABCL gives no
 vector sharing another array's data, so it is a copy, and whoever writes
 into it gives it back with STORE-ARRAY-STORAGE."
-  (if (typep array '(simple-array * (*)))
+  (if (typep array 'simple-1d-array)
       array
       (let* ((n (array-total-size array))
              (copy (cl:make-array n :element-type (array-element-type array))))
@@ -95,7 +106,7 @@ and which were written since (nothing when STORAGE is ARRAY itself)."
   "A simple vector holding the elements of the vector ARRAY from START below
 END (NIL: its length), and the bounds in it: ARRAY itself, or a copy."
   (let ((end (or end (length array))))
-    (if (typep array '(simple-array * (*)))
+    (if (typep array 'simple-1d-array)
         (values array start end)
         (values (subseq array start end) 0 (- end start)))))
 

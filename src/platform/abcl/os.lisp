@@ -252,7 +252,16 @@ process's umask still applies, as to open(2)'s mode)."
 
 (defun open-channel (path flags mode)
   "A FileChannel on PATH opened as open(2) would with FLAGS and MODE; Java
-exceptions pass."
+exceptions pass.  Java ignores CREATE for a channel opened only for
+reading, so such a file is created first (Files.createFile)."
+  (when (and (logtest flags +o-creat+) (= (logand flags 3) +o-rdonly+))
+    (handler-case (java:jstatic "createFile" "java.nio.file.Files" path
+                                (permission-attributes mode))
+      (java:java-exception (condition)
+        (unless (and (= (java-errno condition) +eexist+)
+                     (not (logtest flags +o-excl+)))
+          (error condition))))
+    (setf flags (logandc2 flags (logior +o-creat+ +o-excl+))))
   (java:jstatic "open" "java.nio.channels.FileChannel" path (open-options flags)
                 (if (logtest flags +o-creat+)
                     (permission-attributes mode)

@@ -43,7 +43,7 @@ has none to read), valid while ARRAY is pinned."
 vector, simple or not.  ABCL gives no simple vector sharing the data of one
 that is not simple: its elements (up to its total size) are copied into a
 simple one, and back into VECTOR however FUNCTION exits."
-  (if (typep vector '(simple-array (unsigned-byte 8) (*)))
+  (if (typep vector 'simple-octet-vector)
       (with-pinned-objects (vector)
         (funcall function (vector-pointer vector)))
       (let* ((n (array-total-size vector))

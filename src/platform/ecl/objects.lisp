@@ -426,3 +426,16 @@ nothing on ECL, where STORAGE shares ARRAY's data."
   "MAKE-HASH-TABLE with the options the format stores, :WEAKNESS and
 :SYNCHRONIZED among them: on ECL MAKE-HASH-TABLE itself, which takes them."
   `(make-hash-table ,@arguments))
+
+;;; Simple one-dimensional arrays, as TYPEP tests them (ABCL's TYPEP takes
+;;; an adjustable vector for a (SIMPLE-ARRAY * (*)): its platform says
+;;; otherwise).
+
+(deftype simple-1d-array ()
+  "A simple one-dimensional array of any element type: on ECL
+(SIMPLE-ARRAY * (*))."
+  '(simple-array * (*)))
+
+(deftype simple-octet-vector ()
+  "A simple vector of octets: on ECL (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))."
+  '(simple-array (unsigned-byte 8) (*)))
