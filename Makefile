@@ -17,6 +17,8 @@
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
 #   make bench-portable       bench/portable.lisp on SBCL and on ECL
+#   make test-abcl            the portable tests on ABCL (not part of make test)
+#   make test-all             make test, then make test-abcl
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
 #   make soak                 1,000 store writers killed with SIGKILL
@@ -53,7 +55,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl test-abcl test-all bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -90,6 +92,21 @@ test-ecl:
 	$(ECL) --norc --eval '(require :asdf)' --eval '(push (truename "./") asdf:*central-registry*)' \
 	  --eval '(asdf:load-system "binstore/portable-tests")' \
 	  --eval '(ext:quit (if (binstore-portable-tests:run) 0 1))' </dev/null
+
+# The portable tests on ABCL (installed when missing), as test-ecl runs them
+# on ECL.  ABCL compiles binstore to JVM classes the first time (about a
+# minute; ASDF keeps the fasls).  Not part of make test: see test-all.
+ABCL ?= abcl
+test-abcl:
+	@./tools/ensure-packages abcl:$(ABCL)
+	$(ABCL) --noinit --batch --eval '(require :asdf)' \
+	  --eval '(push (truename "./") asdf:*central-registry*)' \
+	  --eval '(asdf:load-system "binstore/portable-tests")' \
+	  --eval '(ext:exit :status (if (binstore-portable-tests:run) 0 1))' </dev/null
+
+# Everything: the whole suite (make test), then the portable tests on ABCL.
+test-all: test
+	$(MAKE) test-abcl
 
 # The command-line tool's executable, which bin/binstore runs when it is newer
 # than every source file (else bin/binstore loads binstore from the checkout):
