@@ -100,11 +100,14 @@ for other systems' files."
                  ;; bignum digits in portable Common Lisp, for the Lisps whose
                  ;; collector moves vectors and gives no address of their data
                  (:file "portable/floats" :if-feature :clisp)
-                 ;; ABCL converts floats to bits and back through the JVM
+                 ;; ABCL converts floats to bits and back through the JVM,
+                 ;; and copies octets through their java.nio buffers
                  (:file "abcl/floats" :if-feature :abcl)
+                 (:file "abcl/octets" :if-feature :abcl)
                  (:file "portable/memory" :if-feature (:or :clisp :abcl)
                   :depends-on ((:feature :clisp "portable/floats")
-                               (:feature :abcl "abcl/floats")))
+                               (:feature :abcl "abcl/floats")
+                               (:feature :abcl "abcl/octets")))
                  (:file "portable/integers" :if-feature (:or :clisp :abcl))
                  ;; CLISP's: its FFI to the C library, its records and MOP
                  (:file "clisp/memory" :if-feature :clisp :depends-on ("portable/memory"))
@@ -116,7 +119,7 @@ for other systems' files."
                  ;; ABCL's: the JVM through ABCL's Java interface (java.nio
                  ;; channels for descriptors), its structures and MOP
                  (:file "abcl/memory" :if-feature :abcl :depends-on ("portable/memory"))
-                 (:file "abcl/os" :if-feature :abcl :depends-on ("portable/memory"))
+                 (:file "abcl/os" :if-feature :abcl :depends-on ("portable/memory" "abcl/octets"))
                  (:file "abcl/runtime" :if-feature :abcl :depends-on ("portable/memory"))
                  (:file "abcl/objects" :if-feature :abcl :depends-on ("portable/memory"))
                  (:file "abcl/stack" :if-feature :abcl)

@@ -104,18 +104,8 @@ message, else EIO."
   `(handler-case (progn ,@body)
      (java:java-exception (condition) (values nil (java-errno condition)))))
 
-;;; Java's methods, looked up once: called by name on an object whose class
-;;; is not public (FileChannelImpl, HeapByteBuffer), ABCL would look them up
-;;; there and be refused access.
+;;; The channel's methods, looked up once (see abcl/octets.lisp).
 
-(defmacro define-java-method (name class method &rest parameter-types)
-  "Define NAME as a global holding CLASS's public METHOD of PARAMETER-TYPES
-\(Java class names), for JAVA:JCALL."
-  `(define-global ,name (java:jmethod ,class ,method ,@parameter-types)))
-
-(define-java-method **buffer-duplicate** "java.nio.ByteBuffer" "duplicate")
-(define-java-method **buffer-limit** "java.nio.ByteBuffer" "limit" "int")
-(define-java-method **buffer-position** "java.nio.ByteBuffer" "position" "int")
 (define-java-method **channel-read** "java.nio.channels.FileChannel" "read" "java.nio.ByteBuffer")
 (define-java-method **channel-write** "java.nio.channels.FileChannel" "write" "java.nio.ByteBuffer")
 (define-java-method **channel-pwrite** "java.nio.channels.FileChannel" "write"
@@ -296,18 +286,7 @@ free again whether closing failed or not, as on Linux."
           t)
         (values nil +ebadf+))))
 
-;;; The bytes at a pointer, as a ByteBuffer.  ABCL's (unsigned-byte 8)
-;;; vectors hold their elements in a java.nio.ByteBuffer, in a field that is
-;;; not public but that reflection may read (ABCL's classes are in the
-;;; unnamed module, which is open to itself).
-
-(define-global **octets-buffer-field**
-    (let ((field (java:jcall "getDeclaredField"
-                             (java:jclass "org.armedbear.lisp.BasicVector_ByteBuffer")
-                             "elements")))
-      (java:jcall "setAccessible" field t)
-      field)
-  "The field of a simple (unsigned-byte 8) vector holding its ByteBuffer.")
+;;; The bytes at a pointer, as a ByteBuffer (abcl/octets.lisp).
 
 (defun pointer-buffer (pointer count)
   "A ByteBuffer over the COUNT bytes at POINTER, sharing them (position at
@@ -315,11 +294,7 @@ the first, limit after the last), or NIL when POINTER is not into an octet
 vector holding them."
   (multiple-value-bind (octets start) (pointer-octets pointer)
     (when (and octets (<= 0 start (+ start count) (length octets)))
-      (let ((buffer (java:jcall **buffer-duplicate**
-                                (java:jcall "get" **octets-buffer-field** octets))))
-        (java:jcall **buffer-limit** buffer (+ start count))
-        (java:jcall **buffer-position** buffer start)
-        buffer))))
+      (octets-buffer octets start (+ start count)))))
 
 (defmacro with-pointer-buffer ((var pointer count) &body body)
   "Run BODY with VAR bound to POINTER-BUFFER of POINTER and COUNT; NIL and

@@ -11,8 +11,10 @@
   (java:jstatic "getRuntime" "java.lang.Runtime"))
 
 (defun heap-size ()
-  "The bytes the heap may grow to: the JVM's maximum (-Xmx)."
-  (java:jcall "maxMemory" (java-runtime)))
+  "The bytes the heap may grow to: the JVM's maximum (-Xmx), but at most
+MOST-POSITIVE-FIXNUM (2 GiB less a byte): binstore computes sizes as
+fixnums, which are 32-bit on ABCL (as are its arrays' indices)."
+  (min (java:jcall "maxMemory" (java-runtime)) most-positive-fixnum))
 
 (defun heap-end ()
   "An address no object lies at or above: the JVM's objects have none

@@ -347,17 +347,26 @@ little-endian; return VALUE."
 (define-memory-accessor mem-single 4 :float t)
 (define-memory-accessor mem-double 8 :float t)
 
+;;; Octets to octets: REPLACE-OCTETS.  ABCL's platform defines it over its
+;;; vectors' ByteBuffers (src/platform/abcl/octets.lisp), as ABCL's REPLACE
+;;; checks the type of each element; elsewhere it is REPLACE.
+#-abcl
+(progn
+  (declaim (inline replace-octets))
+  (defun replace-octets (to to-start from from-start count)
+    "Copy COUNT bytes of the octet vector FROM at FROM-START to TO at
+TO-START, as memmove(3) does (REPLACE copies overlapping ranges so)."
+    (replace to from :start1 to-start :end1 (+ to-start count) :start2 from-start)))
+
 (defun move-memory (to from count)
   "Copy COUNT bytes from the pointer FROM to the pointer TO (memmove: the
 ranges may overlap); the caller has checked both ranges.  Octets to octets
-with REPLACE (which copies overlapping ranges as memmove does), any other
-byte by byte."
+with REPLACE-OCTETS, any other byte by byte."
   (multiple-value-bind (to-octets to-start) (pointer-octets to)
     (multiple-value-bind (from-octets from-start) (pointer-octets from)
       (cond ((zerop count))
             ((and to-octets from-octets)
-             (replace to-octets from-octets :start1 to-start :end1 (+ to-start count)
-                                            :start2 from-start))
+             (replace-octets to-octets to-start from-octets from-start count))
             ((and (< from to) (< to (+ from count)))
              ;; overlapping, the destination after: from the end
              (loop for k from (1- count) downto 0
