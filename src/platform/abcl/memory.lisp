@@ -14,6 +14,12 @@
 ;;; double vectors, which are T vectors on ABCL, start 0); ABCL fills T
 ;;; arrays with NIL.  The package shadows MAKE-ARRAY on ABCL with this one.
 
+(defun zeroed-by-abcl-p (element-type)
+  "True when ABCL fills a new array of ELEMENT-TYPE with zeros itself: those
+it specializes (bits, (unsigned-byte 8, 16, 32), characters), and NIL (no
+elements)."
+  (not (eq (upgraded-array-element-type element-type) t)))
+
 (defun element-zero (element-type)
   "The zero SBCL fills a new array of ELEMENT-TYPE with."
   (cond ((eq element-type t) 0)
@@ -31,8 +37,7 @@
   "CL:MAKE-ARRAY, with the elements of an array made without initial
 contents zero, as SBCL makes them."
   (declare (ignore initial-element initial-contents))
-  (if (or element-p contents-p displaced-to
-          (null element-type))          ; an array of element type NIL has no elements
+  (if (or element-p contents-p displaced-to (zeroed-by-abcl-p element-type))
       (apply #'cl:make-array dimensions options)
       (apply #'cl:make-array dimensions :initial-element (element-zero element-type) options)))
 
@@ -44,7 +49,7 @@ element type whose zero is known here."
           ((notevery #'keywordp (loop for (key) on options by #'cddr collect key)) form)
           ((or (loop for (key) on options by #'cddr
                      thereis (member key '(:initial-element :initial-contents :displaced-to)))
-               (equal type ''nil))
+               (and (consp type) (eq (first type) 'quote) (zeroed-by-abcl-p (second type))))
            `(cl:make-array ,dimensions ,@options))
           ((or (eq type t) (and (consp type) (eq (first type) 'quote)))
            `(cl:make-array ,dimensions

@@ -27,6 +27,7 @@
 \(Java class names), for JAVA:JCALL."
   `(defvar ,name (java:jmethod ,class ,method ,@parameter-types)))
 
+(define-java-method **field-get** "java.lang.reflect.Field" "get" "java.lang.Object")
 (define-java-method **buffer-duplicate** "java.nio.ByteBuffer" "duplicate")
 (define-java-method **buffer-limit** "java.nio.ByteBuffer" "limit" "int")
 (define-java-method **buffer-position** "java.nio.ByteBuffer" "position" "int")
@@ -36,7 +37,7 @@
   "A ByteBuffer sharing the bytes of the simple octet vector OCTETS from
 START below END: its position at START, its limit at END."
   (let ((buffer (java:jcall **buffer-duplicate**
-                            (java:jcall "get" **octets-buffer-field** octets))))
+                            (java:jcall **field-get** **octets-buffer-field** octets))))
     (java:jcall **buffer-limit** buffer end)
     (java:jcall **buffer-position** buffer start)
     buffer))
