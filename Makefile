@@ -2,8 +2,8 @@
 #   make test    installs what is missing, checks that binstore compiles
 #                quietly (make quiet-build) and that each file compiles with
 #                only what binstore.asd says it depends on (make
-#                check-layers), runs the portable tests on ECL (make
-#                test-ecl), runs the whole suite on SBCL
+#                check-layers), runs the portable tests on ECL and CLISP
+#                (make test-ecl, make test-clisp), runs the whole suite on SBCL
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make cli                  saves the command-line tool bin/binstore runs,
@@ -16,9 +16,10 @@
 #                             babel, trivial-utf-8 and CPython (RUNS=n)
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
+#   make test-all             make test, then the portable tests on the
+#                             Lisps make test leaves out (TEST_OTHER_LISPS)
 #   make bench-portable       bench/portable.lisp on SBCL and on ECL
 #   make test-abcl            the portable tests on ABCL (not part of make test)
-#   make test-all             make test, then make test-abcl
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
 #   make soak                 1,000 store writers killed with SIGKILL
@@ -55,7 +56,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl test-abcl test-all bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl test-clisp test-abcl test-all bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -72,7 +73,7 @@ bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
 	@if [ -n "$(PEERS_DIR)" ] && [ -d "$(PEERS_DIR)" ]; then ./tools/ensure-packages $(PEER_DEBS); fi
 
-test: deps quiet-build check-layers cli test-ecl
+test: deps quiet-build check-layers cli test-ecl test-clisp
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
 
 # bench/portable.lisp on SBCL and on ECL (installed when missing), one table
@@ -93,20 +94,27 @@ test-ecl:
 	  --eval '(asdf:load-system "binstore/portable-tests")' \
 	  --eval '(ext:quit (if (binstore-portable-tests:run) 0 1))' </dev/null
 
-# The portable tests on ABCL (installed when missing), as test-ecl runs them
-# on ECL.  ABCL compiles binstore to JVM classes the first time (about a
-# minute; ASDF keeps the fasls).  Not part of make test: see test-all.
+# The portable tests on CLISP, which is installed when missing.  CLISP
+# compiles binstore to its bytecode the first time (about 10 s); the tests
+# take a few seconds.
+CLISP ?= clisp
+test-clisp:
+	@./tools/ensure-packages clisp:$(CLISP)
+	$(CLISP) -q -norc tools/portable-tests.lisp </dev/null
+
+# Every Lisp binstore runs on: SBCL's whole suite and the portable tests on
+# ECL and CLISP (make test), then the Lisps too slow to test at every
+# change, listed in TEST_OTHER_LISPS.
+TEST_OTHER_LISPS = test-abcl
+test-all: test $(TEST_OTHER_LISPS)
+
+# The portable tests on ABCL, which is installed when missing: too slow for
+# make test (ABCL compiles binstore to JVM classes the first time, about a
+# minute, and runs the tests in about 15 s), so in TEST_OTHER_LISPS.
 ABCL ?= abcl
 test-abcl:
 	@./tools/ensure-packages abcl:$(ABCL)
-	$(ABCL) --noinit --batch --eval '(require :asdf)' \
-	  --eval '(push (truename "./") asdf:*central-registry*)' \
-	  --eval '(asdf:load-system "binstore/portable-tests")' \
-	  --eval '(ext:exit :status (if (binstore-portable-tests:run) 0 1))' </dev/null
-
-# Everything: the whole suite (make test), then the portable tests on ABCL.
-test-all: test
-	$(MAKE) test-abcl
+	$(ABCL) --noinit --batch --load tools/portable-tests.lisp </dev/null
 
 # The command-line tool's executable, which bin/binstore runs when it is newer
 # than every source file (else bin/binstore loads binstore from the checkout):

@@ -204,8 +204,9 @@ for other systems' files."
     :components ((:file "checksum")
                  (:file "framing" :depends-on ("checksum"))
                  (:file "locks")
-                 (:file "store" :depends-on ("checksum" "framing" "locks"))
-                 (:file "transactions" :depends-on ("framing" "locks" "store"))))
+                 (:file "kept-file")
+                 (:file "store" :depends-on ("checksum" "framing" "locks" "kept-file"))
+                 (:file "transactions" :depends-on ("framing" "locks" "kept-file" "store"))))
    ;; the reference decoder, EXPLAIN and FILE-STATISTICS, built on the
    ;; grammar alone
    (:module "reference"

@@ -5,11 +5,13 @@
 ;;;;
 ;;;;   sbcl --non-interactive --load bench/portable.lisp --eval '(binstore-portable-bench:run)'
 ;;;;   ecl --norc --load bench/portable.lisp --eval '(binstore-portable-bench:run)' --eval '(ext:quit)'
+;;;;   clisp -q -norc -x '(progn (load "bench/portable.lisp") (binstore-portable-bench:run))'
 ;;;;
 ;;;; The data are drawn from each Lisp's own random numbers: the same shapes
 ;;;; and sizes, not the same values.
 
-(require :asdf)
+#-clisp (require :asdf)
+#+clisp (require "asdf")                ; CLISP's module is named in lower case
 (asdf:load-asd (merge-pathnames "../binstore.asd" (or *load-truename* *default-pathname-defaults*)))
 (let ((*compile-verbose* nil) (*load-verbose* nil))
   (handler-bind ((warning #'muffle-warning))

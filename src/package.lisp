@@ -7,6 +7,9 @@
   ;; zeros: the ECL, CLISP and ABCL platforms' MAKE-ARRAY zeroes them
   ;; (src/platform/{ecl,clisp,abcl}/memory.lisp)
   #+(or ecl clisp abcl) (:shadow #:make-array)
+  ;; and CLISP's makes wrong arrays of 2^24 elements or more: its
+  ;; MAKE-ARRAY, MAKE-STRING and ADJUST-ARRAY check the size first
+  #+clisp (:shadow #:make-string #:adjust-array)
   ;; CLISP does not evaluate a constant's value when it compiles DEFCONSTANT,
   ;; and binstore's files read constants with #. (CASE keys): see below
   #+clisp (:shadow #:defconstant)

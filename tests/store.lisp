@@ -539,6 +539,58 @@ through its own, lose no increment."
           (is (= 300 (binstore:with-transaction (store :read-only t)
                        (binstore:root store :n)))))))))
 
+(test kept-descriptor-follows-the-file
+  "A store keeps its file's descriptor between transactions, and leaves it
+when the name names another file: one replaced by another store's :FSYNC
+commit, removed, or made again."
+  (with-store-file (path)
+    (binstore:with-store (kept path :durability :none)
+      (binstore:with-store (other path :durability :fsync)
+        (binstore:with-transaction (kept) (setf (binstore:root kept :n) 1))
+        (binstore:with-transaction (kept) (incf (binstore:root kept :n)))
+        ;; a rename over the file
+        (binstore:with-transaction (other) (incf (binstore:root other :n) 10))
+        (is (= 13 (binstore:with-transaction (kept) (incf (binstore:root kept :n)))))
+        (is (= 13 (binstore:with-transaction (other :read-only t) (binstore:root other :n))))
+        ;; the file removed: no roots; the next commit makes a file again
+        (delete-file path)
+        (is (equal '() (binstore:with-transaction (kept :read-only t)
+                         (binstore:root-keys kept))))
+        (binstore:with-transaction (kept) (setf (binstore:root kept :n) 100))
+        (is (= 100 (binstore:with-transaction (other :read-only t) (binstore:root other :n))))
+        (is (= 101 (binstore:with-transaction (kept) (incf (binstore:root kept :n)))))
+        (is (= 101 (binstore:with-transaction (other :read-only t) (binstore:root other :n))))))))
+
+(test kept-descriptor-is-closed
+  "A store holds at most one descriptor between transactions, whatever
+their number, and none once closed."
+  (with-store-file (path)
+    (let ((before (length (open-descriptors))))
+      (binstore:with-store (store path :durability :none)
+        (dotimes (i 50)
+          (binstore:with-transaction (store) (setf (binstore:root store :i) i)))
+        (binstore:with-transaction (store :read-only t) (binstore:root store :i))
+        (is (<= (length (open-descriptors)) (1+ before))))
+      (is (= before (length (open-descriptors)))))))
+
+(test forked-child-uses-its-own-descriptor
+  "A child forked after its parent's store kept a descriptor opens its own
+\(the kept one shares the parent's file position): parent and child
+incrementing a counter through the same store object lose nothing."
+  (with-store-file (path)
+    (binstore:with-store (store path :durability :none)
+      (binstore:with-transaction (store) (setf (binstore:root store :n) 0))
+      (let ((pid (fork-child (lambda ()
+                               (dotimes (i 200)
+                                 (binstore:with-transaction (store)
+                                   (incf (binstore:root store :n))))))))
+        (dotimes (i 200)
+          (binstore:with-transaction (store)
+            (incf (binstore:root store :n))))
+        (is (equal '(:exited 0) (multiple-value-list (wait-child pid))))
+        (is (= 400 (binstore:with-transaction (store :read-only t)
+                     (binstore:root store :n))))))))
+
 (test processes-race-for-a-counter
   "4 processes each incrementing a counter root 500 times, each increment
 its own :FSYNC transaction, end at exactly 2,000."

@@ -14,7 +14,7 @@
 
 (defun write-hash-table-header (ss h)
   (let* ((ob (ss-obuf ss))
-         (test (hash-table-test h))
+         (test (format-hash-table-test h))
          (test-code (or (position test +hash-table-tests+) 4))
          (weakness (position (hash-table-weakness h) +hash-table-weaknesses+)))
     (write-u8 ob (logior test-code (ash weakness 3)
@@ -22,8 +22,8 @@
     (when (= test-code 4)
       (write-object ss test))
     (write-varint ob (hash-table-size h))
-    (write-object ss (hash-table-rehash-size h))
-    (write-object ss (hash-table-rehash-threshold h))
+    (write-object ss (format-rehash-size h))      ; on SBCL HASH-TABLE-REHASH-SIZE
+    (write-object ss (format-rehash-threshold h)) ; and HASH-TABLE-REHASH-THRESHOLD
     (write-varint ob (hash-table-count h))
     nil))
 
@@ -92,7 +92,7 @@
 identity and accept anything.  The other tests hash contents, and some keys
 cannot be hashed (SBCL's EQUALP hash rejects a NaN; a custom test runs user
 code that may reject a key it never expected): that is invalid input."
-  (if (member (hash-table-test h) '(eq eql))
+  (if (member (format-hash-table-test h) '(eq eql))
       (loop for (key value) on pairs by #'cddr
             do (setf (gethash key h) value))
       (let ((key nil))
@@ -103,7 +103,7 @@ code that may reject a key it never expected): that is invalid input."
                              (gethash k h) value)))
           (error (e)
             (restore-invalid rs (format nil "the table's test ~s cannot hash key ~a: ~a"
-                                        (hash-table-test h) (brief key) e)
+                                        (format-hash-table-test h) (brief key) e)
                              "a key the hash table test accepts"))))))
 
 (defun fill-hash-table (rs h count)
@@ -111,7 +111,7 @@ code that may reject a key it never expected): that is invalid input."
 pairs at once.  Other tests hash on contents: if some container of this
 record still awaits its FILL, a key may be incomplete, so the pairs are
 inserted only when the record is complete (INSERT-POSTPONED-PAIRS)."
-  (if (member (hash-table-test h) '(eq eql))
+  (if (member (format-hash-table-test h) '(eq eql))
       (dotimes (i count h)
         (let ((key (read-object rs)))
           (setf (gethash key h) (read-object rs))))

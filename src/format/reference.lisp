@@ -910,7 +910,7 @@ until no container of the record awaits its FILL: a key may be incomplete
 until then (see RF-INSERT-POSTPONED)."
   (let* ((spec (tag-spec-named :hash-table))
          (pairs (field (read-parts (rf-walker rf) (tag-spec-contents spec) fields) 'pairs)))
-    (if (and (not (member (hash-table-test table) '(eq eql)))
+    (if (and (not (member (format-hash-table-test table) '(eq eql)))
              (plusp (hash-table-count (rf-pending rf))))
         (push (cons table pairs) (rf-postponed rf))
         (insert-reference-pairs rf table pairs))))
@@ -926,7 +926,7 @@ until then (see RF-INSERT-POSTPONED)."
                          (gethash k table) value)))
       (error (e)
         (rf-invalid rf (format nil "the table's test ~s cannot hash key ~a: ~a"
-                               (hash-table-test table) (brief key) e)
+                               (format-hash-table-test table) (brief key) e)
                     "a key the hash table test accepts")))))
 
 (defun rf-insert-postponed (rf)

@@ -111,15 +111,19 @@ when it has none), and the name after it."
         (values (subseq native 0 (1+ slash)) (subseq native (1+ slash)))
         (values "" native))))
 
-(defstruct (file-status (:constructor make-file-status (mode uid gid size))
+(defstruct (file-status (:constructor make-file-status
+                            (mode uid gid size &optional device inode))
                         (:copier nil) (:predicate nil))
   "What binstore uses of stat(2)'s answer about a file.  A structure, not
 SBCL's POSIX binding's STAT, a CLOS instance whose first construction
-compiles code."
+compiles code.  DEVICE and INODE, which name the file, are NIL on a
+platform that does not give them."
   (mode 0 :type (unsigned-byte 32) :read-only t)
   (uid 0 :type (unsigned-byte 32) :read-only t)
   (gid 0 :type (unsigned-byte 32) :read-only t)
-  (size 0 :type (unsigned-byte 63) :read-only t))
+  (size 0 :type (unsigned-byte 63) :read-only t)
+  (device nil :type (or null (unsigned-byte 64)) :read-only t)
+  (inode nil :type (or null (unsigned-byte 64)) :read-only t))
 
 (defun file-status (file &key follow)
   "Return the FILE-STATUS of FILE, a native file name (lstat(2), or stat(2)
@@ -127,10 +131,10 @@ when FOLLOW, which follows a final symbolic link) or a descriptor
 \(fstat(2)); or NIL and the errno.  Runs with interrupts deferred and never
 signals."
   (without-interrupts
-    (multiple-value-bind (mode-or-nil uid-or-errno gid size)
+    (multiple-value-bind (mode-or-nil uid-or-errno gid size device inode)
         (system-file-status file :follow follow)
       (if mode-or-nil
-          (values (make-file-status mode-or-nil uid-or-errno gid size) nil)
+          (values (make-file-status mode-or-nil uid-or-errno gid size device inode) nil)
           (values nil uid-or-errno)))))
 
 (defun file-kind (status)

@@ -26,6 +26,7 @@
 (defconstant +enoent+ sb-posix:enoent "ENOENT: no such file or directory.")
 (defconstant +enotdir+ sb-posix:enotdir "ENOTDIR: a component of a path is not a directory.")
 (defconstant +eacces+ sb-posix:eacces "EACCES: permission denied.")
+(defconstant +erofs+ sb-posix:erofs "EROFS: a read-only file system.")
 (defconstant +eperm+ sb-posix:eperm "EPERM: operation not permitted.")
 (defconstant +eexist+ sb-posix:eexist "EEXIST: the file exists.")
 (defconstant +einval+ sb-posix:einval "EINVAL: an invalid argument, or a call the system lacks.")
@@ -53,6 +54,7 @@ an ERROR when PATHNAME has no native name."
 
 (defconstant +o-rdonly+ sb-posix:o-rdonly "open(2)'s O_RDONLY.")
 (defconstant +o-wronly+ sb-posix:o-wronly "open(2)'s O_WRONLY.")
+(defconstant +o-rdwr+ sb-posix:o-rdwr "open(2)'s O_RDWR.")
 (defconstant +o-creat+ sb-posix:o-creat "open(2)'s O_CREAT.")
 (defconstant +o-excl+ sb-posix:o-excl "open(2)'s O_EXCL.")
 (defconstant +o-nofollow+ sb-posix:o-nofollow "open(2)'s O_NOFOLLOW.")
@@ -93,14 +95,15 @@ that POINTER is not boxed."
 (defun system-file-status (file &key follow)
   "The status of FILE, a native file name (lstat(2), or stat(2) when FOLLOW,
 which follows a final symbolic link) or a descriptor (fstat(2)): its mode,
-owner, group and size in bytes, four integers; or NIL and the errno."
+owner, group, size in bytes, device and inode numbers, six integers; or NIL
+and the errno."
   (multiple-value-bind (ok errno-or-dev ino mode nlink uid gid rdev size)
       (cond ((integerp file) (sb-unix:unix-fstat file))
             (follow (sb-unix:unix-stat file))
             (t (sb-unix:unix-lstat file)))
-    (declare (ignore ino nlink rdev))
+    (declare (ignore nlink rdev))
     (if ok
-        (values mode uid gid size)
+        (values mode uid gid size errno-or-dev ino)
         (values nil errno-or-dev))))
 
 (defun file-mode-kind (mode)

@@ -52,7 +52,9 @@ roots, read and changed in transactions (WITH-TRANSACTION)."
   (open t)
   ;; the last state read or written; replaced whole, never changed in
   ;; place, so threads sharing the store see one state or the other
-  (snapshot nil :type (or null snapshot)))
+  (snapshot nil :type (or null snapshot))
+  ;; the descriptor of the file, kept between transactions (kept-file.lisp)
+  (kept (make-kept-file-cell) :type simple-vector :read-only t))
 
 (defmethod print-object ((store persistent-store) stream)
   (print-unreadable-object (store stream :type t :identity t)
@@ -92,7 +94,7 @@ matched, so a program other than binstore wrote them)."
                                              "the payload is not valid binstore data: ~a"
                                              (binstore-error-message condition)))))
                  (restore payload :max-to-read nil :require-header t))))
-    (unless (and (hash-table-p table) (eq (hash-table-test table) 'equal))
+    (unless (and (hash-table-p table) (eq (format-hash-table-test table) 'equal))
       (corrupted place offset "an EQUAL hash table of roots"
                  "the payload holds ~a, not a root table" (brief table)))
     table))
@@ -123,46 +125,100 @@ a time, as a store file of 100 MB is compared at each commit."
         (setf (persistent-store-snapshot store)
               (make-snapshot 0 0 0 (serialize-roots (make-root-table)))))))
 
-(defun load-snapshot (store)
+(defun open-store-file (store holder)
+  "Open STORE's file for reading, and for writing too unless the store is
+read-only or the file may not be written, as a KEPT-FILE put in the CAR of
+HOLDER (with interrupts deferred, so that the cleanup that closes it sees
+it): NIL, or the errno of a failure."
+  (let ((file (persistent-store-file store)))
+    (flet ((try (flags)
+             (without-interrupts
+               (multiple-value-bind (fd errno) (system-open file (logior flags +o-cloexec+) 0)
+                 (when fd
+                   (setf (car holder) (make-kept-file fd (= flags +o-rdwr+))))
+                 errno))))
+      (if (persistent-store-read-only store)
+          (try +o-rdonly+)
+          (let ((errno (try +o-rdwr+)))
+            (if (member errno (list +eacces+ +erofs+))
+                (try +o-rdonly+)
+                errno))))))
+
+(defun load-snapshot (store holder)
   "The state of STORE's file now, to be called with the store's lock held:
 the kept SNAPSHOT when the file's header shows the same commit (only the
 header is read), else a new one read from the file and checked, which is
 kept.  A file that does not exist is a store without roots.  A damaged
-file signals STORE-CORRUPTED; one that cannot be read, BINSTORE-FILE-ERROR."
+file signals STORE-CORRUPTED; one that cannot be read, BINSTORE-FILE-ERROR.
+HOLDER is a cons whose CAR is the KEPT-FILE to read through, or NIL: when
+it is not open on the file the store's name names now, it is closed, and
+the file opened again; either way the CAR is the descriptor the
+transaction is to commit through (or NIL when there is no file), which its
+caller closes or keeps."
   (let ((file (persistent-store-file store))
-        (place (persistent-store-place store)))
-    (call-with-open-fd
-     file (logior +o-rdonly+ +o-cloexec+)
-     (lambda (fd errno)
-       (cond ((eql errno +enoent+) (empty-snapshot store))
-             (errno (errno-fail place errno "cannot open the store file ~a" file))
-             (t
-              (let* ((status (multiple-value-bind (status errno) (file-status fd)
-                               (or status (errno-fail place errno "cannot look at ~a" file))))
-                     (kind (file-kind status)))
-                (unless (eq kind :regular)
-                  (file-fail place "~a is ~a; a persistent store is a regular file"
-                             file (kind-description kind)))
-                (let ((header (read-store-header fd (file-status-size status) place))
-                      (cached (persistent-store-snapshot store)))
-                  (if (and cached
-                           (= (snapshot-generation cached) (store-header-generation header))
-                           (= (snapshot-nonce cached) (store-header-nonce header))
-                           (= (snapshot-crc cached) (store-header-crc header))
-                           (= (snapshot-version cached) (store-header-version header))
-                           (= (snapshot-offset cached) (store-header-offset header))
-                           (= (snapshot-size cached) (file-status-size status))
-                           (= (length (snapshot-payload cached)) (store-header-length header)))
-                      cached
-                      (setf (persistent-store-snapshot store)
-                            (make-snapshot (store-header-generation header)
-                                           (store-header-nonce header)
-                                           (store-header-crc header)
-                                           (read-store-payload fd header place)
-                                           (store-header-version header)
-                                           (store-header-offset header)
-                                           (file-status-size status)
-                                           (store-header-longest header))))))))))))
+        (place (persistent-store-place store))
+        (kept (car holder))
+        (status nil))
+    (when kept
+      (setf status (file-status file :follow t))
+      (unless (and status (kept-file-names-p kept status))
+        (setf status nil)
+        (without-interrupts
+          (setf (car holder) nil)
+          (close-kept-file kept))))
+    (unless (car holder)
+      (let ((errno (open-store-file store holder)))
+        (cond ((eql errno +enoent+)
+               (return-from load-snapshot (empty-snapshot store)))
+              (errno (errno-fail place errno "cannot open the store file ~a" file)))
+        (setf status (multiple-value-bind (status errno) (file-status (kept-file-fd (car holder)))
+                       (or status (errno-fail place errno "cannot look at ~a" file))))
+        (note-kept-file-identity (car holder) status)))
+    (let ((fd (kept-file-fd (car holder)))
+          (kind (file-kind status)))
+      (unless (eq kind :regular)
+        (file-fail place "~a is ~a; a persistent store is a regular file"
+                   file (kind-description kind)))
+      (multiple-value-bind (ok errno) (system-seek fd 0)
+        (unless ok (errno-fail place errno "cannot read the store file")))
+      (let ((header (read-store-header fd (file-status-size status) place))
+            (cached (persistent-store-snapshot store)))
+        (if (and cached
+                 (= (snapshot-generation cached) (store-header-generation header))
+                 (= (snapshot-nonce cached) (store-header-nonce header))
+                 (= (snapshot-crc cached) (store-header-crc header))
+                 (= (snapshot-version cached) (store-header-version header))
+                 (= (snapshot-offset cached) (store-header-offset header))
+                 (= (snapshot-size cached) (file-status-size status))
+                 (= (length (snapshot-payload cached)) (store-header-length header)))
+            cached
+            (setf (persistent-store-snapshot store)
+                  (make-snapshot (store-header-generation header)
+                                 (store-header-nonce header)
+                                 (store-header-crc header)
+                                 (read-store-payload fd header place)
+                                 (store-header-version header)
+                                 (store-header-offset header)
+                                 (file-status-size status)
+                                 (store-header-longest header))))))))
+
+(defun call-with-store-file (store fn)
+  "Call FN with a HOLDER for LOAD-SNAPSHOT and COMMIT-PAYLOAD: a cons whose
+CAR is the descriptor STORE kept, taken for this call (or NIL).  However
+FN exits, the descriptor in the CAR then is given back to STORE, for the
+next transaction."
+  (let ((holder (list nil))
+        (cell (persistent-store-kept store)))
+    (without-interrupts
+      (unwind-protect
+           (progn
+             (setf (car holder) (take-kept-file cell))
+             (with-local-interrupts
+               (funcall fn holder)))
+        (let ((kept (car holder)))
+          (when kept
+            (setf (car holder) nil)
+            (give-back-kept-file cell kept)))))))
 
 (defun snapshot-shared-roots (snapshot place)
   "The root table of SNAPSHOT shared by read-only transactions: restored
@@ -180,10 +236,13 @@ the first time one asks, then kept with the snapshot."
   "A 32-bit number that differs, with near certainty, from one commit to
 the next, across processes (forked ones too, which share a random state):
 the CRC32C of the process id, a counter and the clock."
-  (let ((seed (format nil "~d ~d ~d ~d" (process-id)
-                      (atomic-incf (car **nonce-counter**))
-                      (system-microseconds) (get-universal-time))))
-    (crc32c (map '(simple-array (unsigned-byte 8) (*)) #'char-code seed))))
+  (let ((seed (make-array 24 :element-type '(unsigned-byte 8))))
+    ;; the bytes of the numbers, not their printed forms: FORMAT took 2 µs
+    (setf (octets-le seed 0 4) (ldb (byte 32 0) (process-id))
+          (octets-le seed 4 8) (ldb (byte 64 0) (atomic-incf (car **nonce-counter**)))
+          (octets-le seed 12 8) (ldb (byte 64 0) (system-microseconds))
+          (octets-le seed 20 4) (ldb (byte 32 0) (get-universal-time)))
+    (crc32c seed)))
 
 (defun in-place-offset (snapshot length)
   "Where a commit in place puts a payload of LENGTH bytes in the file whose
@@ -195,11 +254,12 @@ byte of the live payload nor of the header."
         +store-header-bytes+
         (+ live (length (snapshot-payload snapshot))))))
 
-(defun commit-payload (store snapshot payload)
+(defun commit-payload (store snapshot payload holder)
   "Make PAYLOAD the state of STORE's file, whose state is SNAPSHOT, unless
 it equals SNAPSHOT's payload byte for byte; to be called with the store's
-exclusive lock held.  Returns true when it wrote.  A failure signals,
-leaving the file as it was.
+exclusive lock held, HOLDER's CAR the descriptor LOAD-SNAPSHOT left there
+\(closed here when the commit replaces the file).  Returns true when it
+wrote.  A failure signals, leaving the file as it was.
 
 With durability :FSYNC the file is replaced atomically: a new file in the
 same directory, synced, renamed over it, the directory synced; its header
@@ -225,13 +285,16 @@ file, unsynced, with one whose header does."
                  ;; longer, with this state intact
                  (header (encode-store-header generation nonce offset payload
                                               +any-file-length+)))
-            (call-with-open-fd
-             file (logior +o-wronly+ +o-cloexec+)
-             (lambda (fd errno)
-               (when errno
-                 (errno-fail place errno "cannot open the store file ~a" file))
-               (write-store-in-place fd header payload offset end
-                                     (snapshot-size snapshot) place)))
+            (flet ((write-in-place (fd errno)
+                     (when errno
+                       (errno-fail place errno "cannot open the store file ~a" file))
+                     (write-store-in-place fd header payload offset end
+                                           (snapshot-size snapshot) place)))
+              (let ((kept (car holder)))
+                (if (and kept (kept-file-writable kept))
+                    (write-in-place (kept-file-fd kept) nil)
+                    (call-with-open-fd file (logior +o-wronly+ +o-cloexec+)
+                                       #'write-in-place))))
             (setf (persistent-store-snapshot store)
                   (make-snapshot generation nonce (header-payload-crc header) payload
                                  +store-version+ offset end +any-file-length+)))
@@ -243,6 +306,12 @@ file, unsynced, with one whose header does."
                                           (lambda (fd) (write-store-frame fd header payload))
                                           :place place
                                           :sync (eq (persistent-store-durability store) :fsync))
+            ;; the name now names the new file: the descriptor is on the old one
+            (let ((kept (car holder)))
+              (when kept
+                (without-interrupts
+                  (setf (car holder) nil)
+                  (close-kept-file kept))))
             (setf (persistent-store-snapshot store)
                   (make-snapshot generation nonce (header-payload-crc header) payload
                                  +store-version+ +store-header-bytes+ end longest))))
@@ -281,6 +350,10 @@ and kept: it is what processes lock (see WITH-TRANSACTION)."
                                            (coerce (concatenate 'string target ".lock")
                                                    'simple-string)
                                            durability (and read-only t))))
+        (close-kept-file-when-collected store (persistent-store-kept store))
         (call-with-store-lock (persistent-store-lock-file store) :shared path
-                              (lambda () (load-snapshot store)))
+                              (lambda ()
+                                (call-with-store-file store
+                                                      (lambda (holder)
+                                                        (load-snapshot store holder)))))
         store))))

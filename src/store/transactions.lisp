@@ -16,14 +16,17 @@
 
 (in-package #:binstore)
 
-(defstruct (transaction (:constructor make-transaction (store read-only table snapshot))
+(defstruct (transaction (:constructor make-transaction
+                            (store read-only table snapshot holder))
                         (:copier nil) (:predicate nil))
   "One transaction on STORE: READ-ONLY or not, the root TABLE it reads and
-writes, the SNAPSHOT it began from, and whether it is still OPEN."
+writes, the SNAPSHOT it began from, the HOLDER of the descriptor it
+commits through (see CALL-WITH-STORE-FILE), and whether it is still OPEN."
   (store nil :type persistent-store :read-only t)
   (read-only nil :read-only t)
   (table nil :type hash-table :read-only t)
   (snapshot nil :type snapshot :read-only t)
+  (holder nil :type cons :read-only t)
   (open t))
 
 (defvar *transactions* '()
@@ -61,7 +64,8 @@ file only when its bytes differ from the state it began from)."
   (unless (transaction-read-only transaction)
     (let ((store (transaction-store transaction)))
       (commit-payload store (transaction-snapshot transaction)
-                      (serialize-roots (transaction-table transaction)))))
+                      (serialize-roots (transaction-table transaction))
+                      (transaction-holder transaction))))
   (setf (transaction-open transaction) nil))
 
 (defun call-with-transaction (store read-only fn)
@@ -82,21 +86,26 @@ READ-ONLY or when STORE is); see WITH-TRANSACTION."
     (call-with-store-lock
      lock-file (if read-only :shared :exclusive) (persistent-store-place store)
      (lambda ()
-       (let* ((snapshot (load-snapshot store))
-              (place (persistent-store-place store))
-              (table (if read-only
-                         (snapshot-shared-roots snapshot place)
-                         (deserialize-roots (snapshot-payload snapshot) place
-                                            (snapshot-offset snapshot))))
-              (transaction (make-transaction store read-only table snapshot))
-              (*transactions* (cons transaction *transactions*)))
-         (unwind-protect
-              ;; COMMIT-TRANSACTION and ABORT-TRANSACTION throw to the
-              ;; transaction itself: NIL from here, the body's values otherwise
-              (catch transaction
-                (multiple-value-prog1 (funcall fn)
-                  (finish-transaction transaction)))
-           (setf (transaction-open transaction) nil)))))))
+       (call-with-store-file store (lambda (holder) (transact store read-only holder fn)))))))
+
+(defun transact (store read-only holder fn)
+  "CALL-WITH-TRANSACTION's work once the lock is held: load the state
+through HOLDER (see CALL-WITH-STORE-FILE), run FN, commit."
+  (let* ((snapshot (load-snapshot store holder))
+         (place (persistent-store-place store))
+         (table (if read-only
+                    (snapshot-shared-roots snapshot place)
+                    (deserialize-roots (snapshot-payload snapshot) place
+                                       (snapshot-offset snapshot))))
+         (transaction (make-transaction store read-only table snapshot holder))
+         (*transactions* (cons transaction *transactions*)))
+    (unwind-protect
+         ;; COMMIT-TRANSACTION and ABORT-TRANSACTION throw to the
+         ;; transaction itself: NIL from here, the body's values otherwise
+         (catch transaction
+           (multiple-value-prog1 (funcall fn)
+             (finish-transaction transaction)))
+      (setf (transaction-open transaction) nil))))
 
 (defmacro with-transaction ((store &key read-only) &body body)
   "Run BODY in a transaction on STORE, a PERSISTENT-STORE, and return its
@@ -179,7 +188,8 @@ signals TRANSACTION-ERROR."
     (misuse store "close-store inside a transaction on the store"))
   (when (persistent-store-open store)
     (setf (persistent-store-open store) nil
-          (persistent-store-snapshot store) nil))
+          (persistent-store-snapshot store) nil)
+    (release-kept-file (persistent-store-kept store)))
   nil)
 
 (defmacro with-store ((store path &rest options) &body body)

@@ -228,6 +228,20 @@ takes it; SYNCHRONIZED is dropped (ABCL's tables have no such option)."
                unless (eq key :synchronized)
                  append (list key value))))
 
+(declaim (inline format-rehash-size format-rehash-threshold format-hash-table-test))
+(defun format-rehash-size (table)
+  "TABLE's rehash size as the format stores it: its HASH-TABLE-REHASH-SIZE."
+  (hash-table-rehash-size table))
+
+(defun format-rehash-threshold (table)
+  "TABLE's rehash threshold as the format stores it: its
+HASH-TABLE-REHASH-THRESHOLD."
+  (hash-table-rehash-threshold table))
+
+(defun format-hash-table-test (table)
+  "TABLE's test as the format names it: its HASH-TABLE-TEST."
+  (hash-table-test table))
+
 (defun hash-table-synchronized-p (table)
   "NIL: ABCL makes no table synchronized on request."
   (declare (ignore table))

@@ -286,44 +286,57 @@ free again whether closing failed or not, as on Linux."
           t)
         (values nil +ebadf+))))
 
-;;; The bytes at a pointer, as a ByteBuffer (abcl/octets.lisp).
+;;; The bytes at a pointer, as ByteBuffers (abcl/octets.lisp): one for each
+;;; run of one octet vector (MAP-OCTET-RUNS); memory of another kind (a
+;;; string's characters) through a copy.
 
-(defun pointer-buffer (pointer count)
-  "A ByteBuffer over the COUNT bytes at POINTER, sharing them (position at
-the first, limit after the last), or NIL when POINTER is not into an octet
-vector holding them."
-  (multiple-value-bind (octets start) (pointer-octets pointer)
-    (when (and octets (<= 0 start (+ start count) (length octets)))
-      (octets-buffer octets start (+ start count)))))
-
-(defmacro with-pointer-buffer ((var pointer count) &body body)
-  "Run BODY with VAR bound to POINTER-BUFFER of POINTER and COUNT; NIL and
-EFAULT when there is none."
-  `(let ((,var (pointer-buffer ,pointer ,count)))
-     (if ,var
-         (progn ,@body)
-         (values nil +efault+))))
+(defun transfer (pointer count transfer-run &key into-memory)
+  "Move at most COUNT bytes at POINTER to or from a channel (INTO-MEMORY:
+from it) with TRANSFER-RUN, a function of a ByteBuffer over a run and the
+bytes done before it, which returns the number of bytes it moved (-1 at
+the end of a file): run after run while each moves all of its bytes.  The
+number of bytes moved."
+  (let ((total 0))
+    (flet ((run (octets start end done)
+             ;; a run after a short one is not moved: the bytes moved must
+             ;; be the first TOTAL of the COUNT
+             (when (= total done)
+               (incf total (max 0 (funcall transfer-run (octets-buffer octets start end) done))))))
+      (unless (map-octet-runs #'run pointer count)
+        (let ((copy (cl:make-array count :element-type '(unsigned-byte 8))))
+          (unless into-memory
+            (dotimes (k count) (setf (aref copy k) (mem-u8 pointer k))))
+          (run copy 0 count 0)
+          (when into-memory
+            (dotimes (k total) (setf (mem-u8 pointer k) (aref copy k)))))))
+    total))
 
 (defun system-read (fd pointer count)
   "read(2) at most COUNT bytes from the descriptor FD to POINTER, once: the
 number read (0 at the end of the file), or NIL and the errno."
   (with-descriptor (d fd)
-    (with-pointer-buffer (buffer pointer count)
-      (max 0 (java:jcall **channel-read** (descriptor-channel d) buffer)))))
+    (transfer pointer count
+              (lambda (buffer done)
+                (declare (ignore done))
+                (java:jcall **channel-read** (descriptor-channel d) buffer))
+              :into-memory t)))
 
 (defun system-write (fd pointer count)
   "write(2) at most COUNT bytes at POINTER to the descriptor FD, once: the
 number written, or NIL and the errno."
   (with-descriptor (d fd)
-    (with-pointer-buffer (buffer pointer count)
-      (java:jcall **channel-write** (descriptor-channel d) buffer))))
+    (transfer pointer count
+              (lambda (buffer done)
+                (declare (ignore done))
+                (java:jcall **channel-write** (descriptor-channel d) buffer)))))
 
 (defun system-pwrite (fd pointer count offset)
   "pwrite(2) at most COUNT bytes at POINTER to the descriptor FD at the file
 OFFSET, once: the number written, or NIL and the errno."
   (with-descriptor (d fd)
-    (with-pointer-buffer (buffer pointer count)
-      (java:jcall **channel-pwrite** (descriptor-channel d) buffer offset))))
+    (transfer pointer count
+              (lambda (buffer done)
+                (java:jcall **channel-pwrite** (descriptor-channel d) buffer (+ offset done))))))
 
 (defun system-seek (fd offset)
   "lseek(2) the descriptor FD to OFFSET from the file's start: T, or NIL and
@@ -355,15 +368,18 @@ a zero byte at its end.)"
 
 (defun system-file-status (file &key follow)
   "The status of FILE, a native file name (lstat(2), or stat(2) when FOLLOW)
-or a descriptor (fstat(2)): its mode, owner, group and size in bytes, four
-integers; or NIL and the errno."
+or a descriptor (fstat(2)): its mode, owner, group, size in bytes, device
+and inode numbers, six integers; or NIL and the errno."
   (flet ((status (path follow size)
            (let ((attributes (java:jstatic "readAttributes" "java.nio.file.Files" path
-                                           "unix:mode,uid,gid,size" (link-options follow))))
+                                           "unix:mode,uid,gid,size,dev,ino"
+                                           (link-options follow))))
              (values (java:jcall "get" attributes "mode")
                      (java:jcall "get" attributes "uid")
                      (java:jcall "get" attributes "gid")
-                     (or size (java:jcall "get" attributes "size"))))))
+                     (or size (java:jcall "get" attributes "size"))
+                     (java:jcall "get" attributes "dev")
+                     (java:jcall "get" attributes "ino")))))
     (if (integerp file)
         (with-descriptor (d file)
           (status (descriptor-path d) t (java:jcall **channel-size** (descriptor-channel d))))
@@ -442,30 +458,26 @@ channel waits itself.  Returns true."
 ;;; Memory -------------------------------------------------------------------
 
 (defun map-memory (bytes)
-  "BYTES of fresh memory, zero, readable and writable: on ABCL an octet
-vector made a segment of its own (see portable/memory.lisp).  Its address,
-an integer, or NIL and the errno."
-  (handler-case
-      (values (register-octets (cl:make-array bytes :element-type '(unsigned-byte 8)
-                                                    :initial-element 0))
-              nil)
+  "BYTES of fresh memory, zero, readable and writable: on ABCL octet
+vectors, a chunks segment of its own (MAKE-OCTET-MEMORY, in
+portable/memory.lisp).  Its address, an integer, or NIL and the errno
+\(ENOMEM when the heap cannot hold it)."
+  (handler-case (values (make-octet-memory bytes) nil)
     (storage-condition () (values nil +enomem+))))
 
 (defun unmap-memory (address bytes)
   "Release the memory MAP-MEMORY gave at ADDRESS: T."
   (declare (ignore bytes))
-  (forget-octets address)
+  (free-octet-memory address)
   t)
 
 (defun remap-memory (address bytes new-bytes)
   "Resize the memory of BYTES bytes at ADDRESS to NEW-BYTES, keeping its
-contents; it moves.  The new address, or NIL and the errno."
-  (multiple-value-bind (new errno) (map-memory new-bytes)
-    (if new
-        (let ((old (forget-octets address)))
-          (replace (pointer-octets new) old :end2 (min bytes new-bytes))
-          (values new nil))
-        (values nil errno))))
+contents; it stays where it is (whole chunks are kept).  The address, or
+NIL and the errno."
+  (declare (ignore bytes))
+  (handler-case (values (resize-octet-memory address new-bytes) nil)
+    (storage-condition () (values nil +enomem+))))
 
 ;;; Pages ----------------------------------------------------------------------
 

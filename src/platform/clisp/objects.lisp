@@ -217,6 +217,31 @@ fill pointer, or displaced); CLISP's is true only of the first."
                          append (list key value))))
     (apply #'make-hash-table :weak weakness options)))
 
+(defun single-float-if-short (x)
+  "X, a short float (CLISP's own type, which the format has not) made a
+single float (exactly); any other number as it is."
+  (if (typep x 'short-float) (coerce x 'single-float) x))
+
+(defun format-rehash-size (table)
+  "TABLE's rehash size as the format stores it: CLISP's are short floats
+\(1.5s0), stored as single floats."
+  (single-float-if-short (hash-table-rehash-size table)))
+
+(defun format-rehash-threshold (table)
+  "TABLE's rehash threshold as the format stores it (CLISP's 0.75s0 as a
+single float)."
+  (single-float-if-short (hash-table-rehash-threshold table)))
+
+(defun format-hash-table-test (table)
+  "TABLE's test as the format names it: CLISP's FASTHASH-EQ, STABLEHASH-EQ
+... are EQ, EQL and EQUAL (the hashing is CLISP's, the test the same)."
+  (let ((test (hash-table-test table)))
+    (case test
+      ((ext:fasthash-eq ext:stablehash-eq) 'eq)
+      ((ext:fasthash-eql ext:stablehash-eql) 'eql)
+      ((ext:fasthash-equal ext:stablehash-equal) 'equal)
+      (t test))))
+
 (defun hash-table-synchronized-p (table)
   "NIL: CLISP has no threads, nor synchronized tables."
   (declare (ignore table))
@@ -224,17 +249,26 @@ fill pointer, or displaced); CLISP's is true only of the first."
 
 (deftype system-object ()
   "Objects of the runtime that have no meaning outside this process."
-  '(or ext:weak-pointer ffi:foreign-address ffi:foreign-pointer ffi:foreign-variable
-    ffi:foreign-function))
+  '(or (satisfies ext:weak-pointer-p) ffi:foreign-address ffi:foreign-pointer
+    ffi:foreign-variable ffi:foreign-function))
 
 ;;; Classes and slots, through the metaobject protocol.
 
-(declaim (inline class-slots slot-definition-name slot-definition-type
+(declaim (inline class-slots slot-definition-name
                  slot-definition-allocation slot-definition-initfunction
                  slot-definition-location))
 (defun class-slots (class) "The effective slots of CLASS." (clos:class-slots class))
 (defun slot-definition-name (slotd) "SLOTD's name." (clos:slot-definition-name slotd))
-(defun slot-definition-type (slotd) "SLOTD's type." (clos:slot-definition-type slotd))
+(defun slot-definition-type (slotd)
+  "SLOTD's type: T for none.  CLISP writes a slot's type (AND T ...), the
+conjunction of the types its direct slots declare; the Ts are dropped."
+  (let ((type (clos:slot-definition-type slotd)))
+    (if (and (consp type) (eq (first type) 'and))
+        (let ((parts (remove t (rest type))))
+          (cond ((null parts) t)
+                ((null (rest parts)) (first parts))
+                (t (cons 'and parts))))
+        type)))
 (defun slot-definition-allocation (slotd)
   "SLOTD's allocation." (clos:slot-definition-allocation slotd))
 (defun slot-definition-initfunction (slotd)

@@ -58,6 +58,7 @@
 (defconstant +enoent+ 2 "ENOENT: no such file or directory.")
 (defconstant +enotdir+ 20 "ENOTDIR: a component of a path is not a directory.")
 (defconstant +eacces+ 13 "EACCES: permission denied.")
+(defconstant +erofs+ 30 "EROFS: a read-only file system.")
 (defconstant +eperm+ 1 "EPERM: operation not permitted.")
 (defconstant +eexist+ 17 "EEXIST: the file exists.")
 (defconstant +einval+ 22 "EINVAL: an invalid argument, or a call the system lacks.")
@@ -114,37 +115,48 @@ does not know: never met in binstore's calls)."
   "Forget the foreign buffer (an image saved keeps no malloc'ed memory)."
   (setf *io-buffer* nil *io-buffer-bytes* 0))
 
-(defun octets-to-foreign (foreign octets start count)
-  "Store COUNT bytes of the octet vector OCTETS from START at FOREIGN."
+(defun octets-to-foreign (foreign offset octets start count)
+  "Store COUNT bytes of the octet vector OCTETS from START at FOREIGN plus
+OFFSET bytes."
   (unless (zerop count)
-    (setf (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count)) 0)
+    (setf (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count)) offset)
           (if (and (zerop start) (= count (length octets)))
               octets
               (subseq octets start (+ start count))))))
 
-(defun foreign-to-octets (foreign octets start count)
-  "Store COUNT bytes at FOREIGN in the octet vector OCTETS from START."
+(defun foreign-to-octets (foreign offset octets start count)
+  "Store COUNT bytes at FOREIGN plus OFFSET bytes in the octet vector
+OCTETS from START."
   (unless (zerop count)
-    (replace octets (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count)) 0)
+    (replace octets (ffi:memory-as foreign (ffi:parse-c-type `(ffi:c-array ffi:uint8 ,count))
+                                   offset)
              :start1 start)))
 
 (defun memory-to-foreign (foreign pointer count)
-  "Copy COUNT bytes at the virtual POINTER to FOREIGN."
-  (multiple-value-bind (octets start) (pointer-octets pointer)
-    (if octets
-        (octets-to-foreign foreign octets start count)
-        (let ((copy (make-array count :element-type '(unsigned-byte 8))))
-          (dotimes (k count) (setf (aref copy k) (mem-u8 pointer k)))
-          (octets-to-foreign foreign copy 0 count)))))
+  "Copy COUNT bytes at the virtual POINTER to FOREIGN: a run of one octet
+vector at a time, or byte by byte from memory of another kind."
+  (unless (map-octet-runs (lambda (octets start end done)
+                            (octets-to-foreign foreign done octets start (- end start)))
+                          pointer count)
+    (let ((copy (make-array count :element-type '(unsigned-byte 8))))
+      (dotimes (k count) (setf (aref copy k) (mem-u8 pointer k)))
+      (octets-to-foreign foreign 0 copy 0 count))))
 
 (defun foreign-to-memory (foreign pointer count)
-  "Copy COUNT bytes at FOREIGN to the virtual POINTER."
-  (multiple-value-bind (octets start) (pointer-octets pointer)
-    (if octets
-        (foreign-to-octets foreign octets start count)
-        (let ((copy (make-array count :element-type '(unsigned-byte 8))))
-          (foreign-to-octets foreign copy 0 count)
-          (dotimes (k count) (setf (mem-u8 pointer k) (aref copy k)))))))
+  "Copy COUNT bytes at FOREIGN to the virtual POINTER: a run of one octet
+vector at a time, or byte by byte to memory of another kind."
+  (unless (map-octet-runs (lambda (octets start end done)
+                            (foreign-to-octets foreign done octets start (- end start)))
+                          pointer count)
+    (let ((copy (make-array count :element-type '(unsigned-byte 8))))
+      (foreign-to-octets foreign 0 copy 0 count)
+      (dotimes (k count) (setf (mem-u8 pointer k) (aref copy k))))))
+
+(defconstant +longest-transfer+ (* 4 1024 1024)
+  "The most bytes one read(2) or write(2) is asked to move: the foreign
+buffer stays this small, and the vector CLISP's FFI makes of a block of
+foreign bytes stays far below its longest (2^24 - 1 elements).  Callers
+retry short reads and writes, which a system call may always give.")
 
 ;;; File names ---------------------------------------------------------------
 
@@ -168,7 +180,7 @@ freed after."
          (n (length octets))
          (foreign (libc-malloc (1+ n))))
     (unwind-protect
-         (progn (octets-to-foreign foreign octets 0 n)
+         (progn (octets-to-foreign foreign 0 octets 0 n)
                 (setf (ffi:memory-as foreign 'ffi:uint8 n) 0)
                 (funcall function foreign))
       (libc-free foreign))))
@@ -181,6 +193,7 @@ freed after."
 
 (defconstant +o-rdonly+ 0 "open(2)'s O_RDONLY.")
 (defconstant +o-wronly+ 1 "open(2)'s O_WRONLY.")
+(defconstant +o-rdwr+ 2 "open(2)'s O_RDWR.")
 (defconstant +o-creat+ #o100 "open(2)'s O_CREAT.")
 (defconstant +o-excl+ #o200 "open(2)'s O_EXCL.")
 (defconstant +o-nofollow+ #o400000 "open(2)'s O_NOFOLLOW.")
@@ -207,7 +220,8 @@ descriptor, or NIL and the errno."
 (defun system-read (fd pointer count)
   "read(2) at most COUNT bytes from the descriptor FD to POINTER, once: the
 number read (0 at the end of the file), or NIL and the errno."
-  (let* ((buffer (io-buffer count))
+  (let* ((count (min count +longest-transfer+))
+         (buffer (io-buffer count))
          (n (libc-read fd buffer count)))
     (if (< n 0)
         (values nil (last-errno))
@@ -217,7 +231,8 @@ number read (0 at the end of the file), or NIL and the errno."
 (defun system-write (fd pointer count)
   "write(2) at most COUNT bytes at POINTER to the descriptor FD, once: the
 number written, or NIL and the errno."
-  (let ((buffer (io-buffer count)))
+  (let* ((count (min count +longest-transfer+))
+         (buffer (io-buffer count)))
     (memory-to-foreign buffer pointer count)
     (c-result (libc-write fd buffer count))))
 
@@ -225,23 +240,27 @@ number written, or NIL and the errno."
   "pwrite(2) at most COUNT bytes at POINTER to the descriptor FD at the file
 OFFSET, once (not retried on EINTR): the number written, or NIL and the
 errno."
-  (let ((buffer (io-buffer count)))
+  (let* ((count (min count +longest-transfer+))
+         (buffer (io-buffer count)))
     (memory-to-foreign buffer pointer count)
     (c-result (libc-pwrite fd buffer count offset))))
 
 (defconstant +stat-bytes+ 144 "sizeof (struct stat) on Linux x86-64.")
 
 (defun stat-fields (buffer)
-  "The mode, owner, group and size in a struct stat at BUFFER."
+  "The mode, owner, group, size, device and inode in a struct stat at
+BUFFER (x86-64 Linux's layout)."
   (values (ffi:memory-as buffer 'ffi:uint32 24)
           (ffi:memory-as buffer 'ffi:uint32 28)
           (ffi:memory-as buffer 'ffi:uint32 32)
-          (ffi:memory-as buffer 'ffi:sint64 48)))
+          (ffi:memory-as buffer 'ffi:sint64 48)
+          (ffi:memory-as buffer 'ffi:uint64 0)
+          (ffi:memory-as buffer 'ffi:uint64 8)))
 
 (defun system-file-status (file &key follow)
   "The status of FILE, a native file name (lstat(2), or stat(2) when FOLLOW)
-or a descriptor (fstat(2)): its mode, owner, group and size in bytes, four
-integers; or NIL and the errno."
+or a descriptor (fstat(2)): its mode, owner, group, size in bytes, device
+and inode numbers, six integers; or NIL and the errno."
   (let ((buffer (libc-malloc +stat-bytes+)))
     (unwind-protect
          (let ((r (cond ((integerp file) (libc-fstat file buffer))
@@ -273,7 +292,7 @@ the errno."
         (if (< n 0)
             (values nil (last-errno))
             (let ((octets (make-array n :element-type '(unsigned-byte 8))))
-              (foreign-to-octets buffer octets 0 n)
+              (foreign-to-octets buffer 0 octets 0 n)
               (values (ext:convert-string-from-bytes octets charset:utf-8) nil)))))))
 
 (defun system-rename (from to)
@@ -333,31 +352,27 @@ at its end.  Returns true."
 ;;; Memory -------------------------------------------------------------------
 
 (defun map-memory (bytes)
-  "BYTES of fresh memory, zero, readable and writable: on CLISP an octet
-vector made a segment of its own (see portable/memory.lisp).  Its address,
-an integer, or NIL and the errno."
-  (handler-case
-      (values (register-octets (make-array bytes :element-type '(unsigned-byte 8)
-                                                 :initial-element 0))
-              nil)
-    (storage-condition () (values nil 12))))  ; ENOMEM
+  "BYTES of fresh memory, zero, readable and writable: on CLISP octet
+vectors of 1 MiB, a chunks segment of its own (MAKE-OCTET-MEMORY, in
+portable/memory.lisp), so that it may be larger than CLISP's longest
+vector.  Its address, an integer, or NIL and the errno (ENOMEM when the
+heap cannot hold it)."
+  (handler-case (values (make-octet-memory bytes) nil)
+    (storage-condition () (values nil 12)))) ; ENOMEM
 
 (defun unmap-memory (address bytes)
   "Release the memory MAP-MEMORY gave at ADDRESS: T."
   (declare (ignore bytes))
-  (forget-octets address)
+  (free-octet-memory address)
   t)
 
 (defun remap-memory (address bytes new-bytes)
   "Resize the memory of BYTES bytes at ADDRESS to NEW-BYTES, keeping its
-contents; it moves.  The new address, or NIL and the errno."
-  (multiple-value-bind (new errno) (map-memory new-bytes)
-    (if new
-        (let ((old (forget-octets address))
-              (octets (pointer-octets new)))
-          (replace octets old :end2 (min bytes new-bytes))
-          (values new nil))
-        (values nil errno))))
+contents.  On CLISP it stays where it is (its whole chunks are kept, only
+the last one is copied): the address, or NIL and the errno."
+  (declare (ignore bytes))
+  (handler-case (values (resize-octet-memory address new-bytes) nil)
+    (storage-condition () (values nil 12)))) ; ENOMEM
 
 ;;; Pages ----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@
 (defconstant +enoent+ 2 "ENOENT: no such file or directory.")
 (defconstant +enotdir+ 20 "ENOTDIR: a component of a path is not a directory.")
 (defconstant +eacces+ 13 "EACCES: permission denied.")
+(defconstant +erofs+ 30 "EROFS: a read-only file system.")
 (defconstant +eperm+ 1 "EPERM: operation not permitted.")
 (defconstant +eexist+ 17 "EEXIST: the file exists.")
 (defconstant +einval+ 22 "EINVAL: an invalid argument, or a call the system lacks.")
@@ -116,6 +117,7 @@ RESULT bound) and NIL, or NIL and the errno."
 
 (defconstant +o-rdonly+ 0 "open(2)'s O_RDONLY.")
 (defconstant +o-wronly+ 1 "open(2)'s O_WRONLY.")
+(defconstant +o-rdwr+ 2 "open(2)'s O_RDWR.")
 (defconstant +o-creat+ #o100 "open(2)'s O_CREAT.")
 (defconstant +o-excl+ #o200 "open(2)'s O_EXCL.")
 (defconstant +o-nofollow+ #o400000 "open(2)'s O_NOFOLLOW.")
@@ -153,26 +155,27 @@ number written, or NIL and the errno."
                     "write(#0, (const void*)#1, (size_t)#2)")))
 
 (defun %stat (kind fd name)
-  (ffi:c-inline (kind fd name) (:int :int :object) (values :int :long :long :long :long)
+  (ffi:c-inline (kind fd name) (:int :int :object) (values :int :long :long :long :long :long :long)
                 "{ struct stat st_; int r_;
                    if (#0 == 0) r_ = fstat(#1, &st_);
                    else if (#0 == 1) r_ = stat((const char*)(#2)->vector.self.b8, &st_);
                    else r_ = lstat((const char*)(#2)->vector.self.b8, &st_);
                    @(return 0) = r_ < 0 ? errno : 0;
                    @(return 1) = st_.st_mode; @(return 2) = st_.st_uid;
-                   @(return 3) = st_.st_gid; @(return 4) = st_.st_size; }"
+                   @(return 3) = st_.st_gid; @(return 4) = st_.st_size;
+                   @(return 5) = st_.st_dev; @(return 6) = st_.st_ino; }"
                 :one-liner nil :side-effects t))
 
 (defun system-file-status (file &key follow)
   "The status of FILE, a native file name (lstat(2), or stat(2) when FOLLOW)
-or a descriptor (fstat(2)): its mode, owner, group and size in bytes, four
-integers; or NIL and the errno."
-  (multiple-value-bind (errno mode uid gid size)
+or a descriptor (fstat(2)): its mode, owner, group, size in bytes, device
+and inode numbers, six integers; or NIL and the errno."
+  (multiple-value-bind (errno mode uid gid size device inode)
       (if (integerp file)
           (%stat 0 file nil)
           (with-c-name (name file) (%stat (if follow 1 2) -1 name)))
     (if (zerop errno)
-        (values mode uid gid size)
+        (values mode uid gid size device inode)
         (values nil errno))))
 
 (defun file-mode-kind (mode)

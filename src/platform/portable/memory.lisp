@@ -14,6 +14,11 @@
 ;;;;                  UTF-8 kernels read and write a word at a time);
 ;;;;   16/32-bit      an (unsigned-byte 16) or (unsigned-byte 32) vector,
 ;;;;                  little-endian;
+;;;;   chunks         a simple vector of octet vectors of 1 MiB each (the
+;;;;                  last may be shorter), one memory of their bytes in
+;;;;                  order: MAKE-OCTET-MEMORY's, which may be larger than a
+;;;;                  Lisp's longest vector (CLISP's arrays hold fewer than
+;;;;                  2^24 elements);
 ;;;;   opaque         any other vector (a T vector): it has no bytes to read,
 ;;;;                  and reading or writing one is a bug, which signals.
 ;;;; Integer arithmetic on pointers (POINTER+, adding an offset to a
@@ -21,12 +26,15 @@
 ;;;; on SBCL.  VECTOR-POINTER registers a vector as a segment and
 ;;;; WITH-PINNED-OBJECTS releases, when it returns, the segments registered
 ;;;; inside it, unless an enclosing form pins their vector too: a pointer is
-;;;; valid while its vector is pinned, as on SBCL.  MAP-MEMORY's segments
-;;;; (fresh octet vectors) live until UNMAP-MEMORY.
+;;;; valid while its vector is pinned, as on SBCL.  MAKE-OCTET-MEMORY's
+;;;; segments (chunks, for the platform's MAP-MEMORY) live until
+;;;; FREE-OCTET-MEMORY.
 ;;;;
 ;;;; The MEM- accessors look the segment up and read or write its vector
 ;;;; with AREF; wider ones compose bytes, little-endian, and floats go
-;;;; through their IEEE 754 bits (portable/floats.lisp).  Slow, a table
+;;;; through their IEEE 754 bits (portable/floats.lisp).  An access that
+;;;; straddles two chunks goes byte by byte; block copies (MOVE-MEMORY,
+;;;; MAP-OCTET-RUNS) go a run of one vector at a time.  Slow, a table
 ;;;; lookup per access, but exact, and nothing outside src/platform/ changes.
 
 (in-package #:binstore)
@@ -61,7 +69,16 @@ to 64 GiB, and CLISP's fixnums (48 bits) hold 4096 segments.")
   (defconstant +segment-utf32+ 2)
   (defconstant +segment-u16+ 3)
   (defconstant +segment-u32+ 4)
-  (defconstant +segment-opaque+ 5))
+  (defconstant +segment-opaque+ 5)
+  (defconstant +segment-chunks+ 6))
+
+(defconstant +memory-chunk-shift+ 20
+  "A chunks segment's chunk holds 2^+MEMORY-CHUNK-SHIFT+ bytes (1 MiB): large
+enough that block copies go in long runs, small enough for any Lisp's
+octet vectors, and for growing a memory to copy little (its last chunk).")
+
+(defconstant +memory-chunk-bytes+ (ash 1 +memory-chunk-shift+)
+  "The bytes of a chunk (the last chunk of a memory may hold fewer).")
 
 ;;; The segment table -------------------------------------------------------
 
@@ -172,29 +189,6 @@ their codes, little-endian (SBCL's layout of a character string, which the
 UTF-8 kernels read and write), valid while STRING is pinned."
   (segment-pointer string +segment-utf32+))
 
-(defun register-octets (octets)
-  "Make the octet vector OCTETS a segment of its own until FORGET-OCTETS,
-whatever is pinned: the memory MAP-MEMORY gives.  Returns its pointer."
-  (ash (new-segment octets +segment-octets+) +segment-shift+))
-
-(defun forget-octets (pointer)
-  "End the segment REGISTER-OCTETS made, of which POINTER is the start;
-return its vector."
-  (let* ((segment (ash pointer (- +segment-shift+)))
-         (octets (svref *segment-vectors* segment)))
-    (setf (svref *segment-vectors* segment) nil)
-    (push segment *free-segments*)
-    octets))
-
-(defun pointer-octets (pointer)
-  "The octet vector of POINTER's segment, and POINTER's offset in it; NIL
-when the segment is not an octet vector."
-  (let ((segment (ash pointer (- +segment-shift+))))
-    (values (and (< segment (length *segment-vectors*))
-                 (= (svref *segment-kinds* segment) +segment-octets+)
-                 (svref *segment-vectors* segment))
-            (logand pointer +offset-mask+))))
-
 ;;; Pointers ---------------------------------------------------------------
 
 (defmacro pointer+ (pointer offset)
@@ -236,6 +230,9 @@ binstore's platform, never a problem with the data."))
          (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment))))
     (case (and v (svref *segment-kinds* segment))
       (#.+segment-octets+ (aref (the (simple-array (unsigned-byte 8) (*)) v) i))
+      (#.+segment-chunks+ (aref (the (simple-array (unsigned-byte 8) (*))
+                                     (svref v (ash i (- +memory-chunk-shift+))))
+                                (logand i (1- +memory-chunk-bytes+))))
       (#.+segment-base-chars+ (char-code (schar v i)))
       (#.+segment-utf32+ (ldb (byte 8 (* 8 (logand i 3))) (char-code (schar v (ash i -2)))))
       (#.+segment-u16+ (ldb (byte 8 (* 8 (logand i 1))) (aref v (ash i -1))))
@@ -249,6 +246,10 @@ binstore's platform, never a problem with the data."))
          (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment))))
     (case (and v (svref *segment-kinds* segment))
       (#.+segment-octets+ (setf (aref (the (simple-array (unsigned-byte 8) (*)) v) i) byte))
+      (#.+segment-chunks+ (setf (aref (the (simple-array (unsigned-byte 8) (*))
+                                           (svref v (ash i (- +memory-chunk-shift+))))
+                                      (logand i (1- +memory-chunk-bytes+)))
+                                byte))
       (#.+segment-base-chars+ (setf (schar v i) (code-char byte)))
       (#.+segment-utf32+
        ;; one byte of a code: the code's other bytes stay (a code written
@@ -263,51 +264,74 @@ binstore's platform, never a problem with the data."))
       (t (bad-access address)))
     byte))
 
-(defun memory-unsigned (address bytes)
-  "The unsigned integer of BYTES bytes at the virtual ADDRESS, little-endian."
+(declaim (inline octet-run))
+(defun octet-run (address)
+  "The octet vector that holds the byte at the virtual ADDRESS, and the
+byte's index in it, when ADDRESS lies in an octets or chunks segment; NIL
+otherwise.  The bytes from the index to the vector's end follow ADDRESS in
+order: a run a block copy may take at once."
   (let* ((segment (ash address (- +segment-shift+)))
          (i (logand address +offset-mask+))
-         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment)))
-         (kind (and v (svref *segment-kinds* segment))))
-    (cond ((eql kind +segment-octets+)
-           (let ((v v) (value 0))
-             (declare (type (simple-array (unsigned-byte 8) (*)) v))
-             (loop for k from (1- bytes) downto 0
-                   do (setf value (logior (ash value 8) (aref v (+ i k)))))
-             value))
-          ;; whole characters of a UTF-32 string: one or two codes
-          ((and (eql kind +segment-utf32+) (zerop (logand i 3)) (>= bytes 4))
-           (let ((k (ash i -2)))
-             (if (= bytes 4)
-                 (char-code (schar v k))
-                 (logior (char-code (schar v k)) (ash (char-code (schar v (1+ k))) 32)))))
-          (t
-           (let ((value 0))
-             (loop for k from (1- bytes) downto 0
-                   do (setf value (logior (ash value 8) (segment-byte (+ address k)))))
-             value)))))
+         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment))))
+    (case (and v (svref *segment-kinds* segment))
+      (#.+segment-octets+ (values v i))
+      (#.+segment-chunks+ (values (svref v (ash i (- +memory-chunk-shift+)))
+                                  (logand i (1- +memory-chunk-bytes+))))
+      (t nil))))
+
+(defun utf32-segment-vector (address bytes)
+  "The string of ADDRESS's segment when it is seen as UTF-32 and the BYTES
+bytes at ADDRESS (4 or 8) are whole characters; NIL otherwise."
+  (let* ((segment (ash address (- +segment-shift+)))
+         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment))))
+    (and v
+         (eql (svref *segment-kinds* segment) +segment-utf32+)
+         (zerop (logand address 3))
+         (>= bytes 4)
+         v)))
+
+(defun memory-unsigned (address bytes)
+  "The unsigned integer of BYTES bytes at the virtual ADDRESS, little-endian."
+  (multiple-value-bind (v i) (octet-run address)
+    (if (and v (<= (+ i bytes) (length v)))
+        ;; within one octet vector (an access that straddles two chunks
+        ;; goes byte by byte, below)
+        (let ((v v) (value 0))
+          (declare (type (simple-array (unsigned-byte 8) (*)) v))
+          (loop for k from (1- bytes) downto 0
+                do (setf value (logior (ash value 8) (aref v (+ i k)))))
+          value)
+        (let ((string (utf32-segment-vector address bytes)))
+          (if string
+              ;; whole characters of a UTF-32 string: one or two codes
+              (let ((k (ash (logand address +offset-mask+) -2)))
+                (if (= bytes 4)
+                    (char-code (schar string k))
+                    (logior (char-code (schar string k))
+                            (ash (char-code (schar string (1+ k))) 32))))
+              (let ((value 0))
+                (loop for k from (1- bytes) downto 0
+                      do (setf value (logior (ash value 8) (segment-byte (+ address k)))))
+                value))))))
 
 (defun set-memory-unsigned (address bytes value)
   "Store the low BYTES bytes of the integer VALUE at the virtual ADDRESS,
 little-endian; return VALUE."
-  (let* ((segment (ash address (- +segment-shift+)))
-         (i (logand address +offset-mask+))
-         (v (and (< segment (length *segment-vectors*)) (svref *segment-vectors* segment)))
-         (kind (and v (svref *segment-kinds* segment))))
-    (cond ((eql kind +segment-octets+)
-           (let ((v v))
-             (declare (type (simple-array (unsigned-byte 8) (*)) v))
-             (dotimes (k bytes)
-               (setf (aref v (+ i k)) (ldb (byte 8 (* 8 k)) value)))))
-          ((and (eql kind +segment-utf32+) (zerop (logand i 3)) (>= bytes 4))
-           (let ((k (ash i -2)))
-             (setf (schar v k) (code-char (ldb (byte 32 0) value)))
-             (when (= bytes 8)
-               (setf (schar v (1+ k)) (code-char (ldb (byte 32 32) value))))))
-          (t
-           (dotimes (k bytes)
-             (set-segment-byte (+ address k) (ldb (byte 8 (* 8 k)) value)))))
-    value))
+  (multiple-value-bind (v i) (octet-run address)
+    (if (and v (<= (+ i bytes) (length v)))
+        (let ((v v))
+          (declare (type (simple-array (unsigned-byte 8) (*)) v))
+          (dotimes (k bytes)
+            (setf (aref v (+ i k)) (ldb (byte 8 (* 8 k)) value))))
+        (let ((string (utf32-segment-vector address bytes)))
+          (if string
+              (let ((k (ash (logand address +offset-mask+) -2)))
+                (setf (schar string k) (code-char (ldb (byte 32 0) value)))
+                (when (= bytes 8)
+                  (setf (schar string (1+ k)) (code-char (ldb (byte 32 32) value)))))
+              (dotimes (k bytes)
+                (set-segment-byte (+ address k) (ldb (byte 8 (* 8 k)) value)))))))
+  value)
 
 (declaim (inline signed-of))
 (defun signed-of (value bits)
@@ -358,20 +382,104 @@ little-endian; return VALUE."
 TO-START, as memmove(3) does (REPLACE copies overlapping ranges so)."
     (replace to from :start1 to-start :end1 (+ to-start count) :start2 from-start)))
 
+(defun map-octet-runs (function address count)
+  "Call FUNCTION with (VECTOR START END DONE) for each run of the COUNT
+bytes at the virtual ADDRESS, in order: the run's bytes are VECTOR's from
+START to END, and DONE bytes of the COUNT came before them.  True when
+ADDRESS lies in an octets or chunks segment; NIL (and FUNCTION not called)
+when it lies in another kind, whose bytes are read by the MEM- accessors."
+  (cond ((zerop count) t)
+        ((null (octet-run address)) nil)
+        (t (let ((done 0))
+             (loop while (< done count)
+                   do (multiple-value-bind (v i) (octet-run (+ address done))
+                        (let ((n (min (- count done) (- (length v) i))))
+                          (funcall function v i (+ i n) done)
+                          (incf done n))))
+             t))))
+
+(defun move-octet-runs (to from count)
+  "MOVE-MEMORY between two octets or chunks segments: REPLACE-OCTETS a run
+at a time, each run as long as both the source's and the destination's vectors
+allow.  Overlapping ranges with the destination after the source are
+copied from the end, a run at a time, as memmove would; within one vector
+REPLACE copies overlapping ranges correctly."
+  (if (and (< from to) (< to (+ from count)))
+      (let ((left count))               ; bytes not yet copied, at the start
+        (loop while (plusp left)
+              do (multiple-value-bind (tv ti) (octet-run (+ to left -1))
+                   (multiple-value-bind (fv fi) (octet-run (+ from left -1))
+                     ;; the runs end at TI and FI (included) and begin at
+                     ;; their vector's start at the earliest
+                     (let ((n (min left (1+ ti) (1+ fi))))
+                       (replace-octets tv (- (1+ ti) n) fv (- (1+ fi) n) n)
+                       (decf left n))))))
+      (let ((done 0))
+        (loop while (< done count)
+              do (multiple-value-bind (tv ti) (octet-run (+ to done))
+                   (multiple-value-bind (fv fi) (octet-run (+ from done))
+                     (let ((n (min (- count done) (- (length tv) ti) (- (length fv) fi))))
+                       (replace-octets tv ti fv fi n)
+                       (incf done n))))))))
+
 (defun move-memory (to from count)
   "Copy COUNT bytes from the pointer FROM to the pointer TO (memmove: the
 ranges may overlap); the caller has checked both ranges.  Octets to octets
-with REPLACE-OCTETS, any other byte by byte."
-  (multiple-value-bind (to-octets to-start) (pointer-octets to)
-    (multiple-value-bind (from-octets from-start) (pointer-octets from)
-      (cond ((zerop count))
-            ((and to-octets from-octets)
-             (replace-octets to-octets to-start from-octets from-start count))
-            ((and (< from to) (< to (+ from count)))
-             ;; overlapping, the destination after: from the end
-             (loop for k from (1- count) downto 0
-                   do (set-segment-byte (+ to k) (segment-byte (+ from k)))))
-            (t
-             (dotimes (k count)
-               (set-segment-byte (+ to k) (segment-byte (+ from k))))))))
+with REPLACE-OCTETS, a run of one vector at a time (which copies overlapping
+ranges as memmove does), any other byte by byte."
+  (cond ((zerop count))
+        ((and (octet-run to) (octet-run from))
+         (move-octet-runs to from count))
+        ((and (< from to) (< to (+ from count)))
+         ;; overlapping, the destination after: from the end
+         (loop for k from (1- count) downto 0
+               do (set-segment-byte (+ to k) (segment-byte (+ from k)))))
+        (t
+         (dotimes (k count)
+           (set-segment-byte (+ to k) (segment-byte (+ from k))))))
   (values))
+
+;;; Memory of its own: chunks -------------------------------------------------
+
+(defun make-chunks (bytes &optional (chunks (cl:make-array 0)))
+  "A simple vector of octet vectors holding BYTES bytes, +MEMORY-CHUNK-BYTES+ each
+but the last: CHUNKS' full ones kept, its last one copied into a larger one
+when it grows, and new ones zero."
+  (let* ((n (ceiling bytes +memory-chunk-bytes+))
+         (new (cl:make-array n :initial-element nil))
+         (kept (min n (length chunks))))
+    (replace new chunks :end2 kept)
+    (dotimes (k n new)
+      (let ((size (if (= k (1- n)) (- bytes (* k +memory-chunk-bytes+)) +memory-chunk-bytes+))
+            (old (svref new k)))
+        (unless (and old (= (length old) size))
+          (setf (svref new k)
+                (let ((chunk (cl:make-array size :element-type '(unsigned-byte 8)
+                                                 :initial-element 0)))
+                  (if old (replace chunk old) chunk))))))))
+
+(defun make-octet-memory (bytes)
+  "BYTES bytes of fresh memory, zero, as a chunks segment of its own until
+FREE-OCTET-MEMORY, whatever is pinned: the memory the platform's MAP-MEMORY
+gives, of any size below 2^+SEGMENT-SHIFT+.  Returns its pointer.  Its
+vectors are as long as +MEMORY-CHUNK-BYTES+ at most, so it may hold more bytes
+than the Lisp's longest vector.  A STORAGE-CONDITION when the heap cannot
+hold it."
+  (ash (new-segment (make-chunks bytes) +segment-chunks+) +segment-shift+))
+
+(defun resize-octet-memory (pointer bytes)
+  "Make the memory MAKE-OCTET-MEMORY gave at POINTER hold BYTES bytes,
+keeping its contents up to BYTES (the new bytes zero), at the same pointer:
+whole chunks are kept, never copied.  Returns POINTER."
+  (let ((segment (ash pointer (- +segment-shift+))))
+    (setf (svref *segment-vectors* segment)
+          (make-chunks bytes (svref *segment-vectors* segment)))
+    pointer))
+
+(defun free-octet-memory (pointer)
+  "End the memory MAKE-OCTET-MEMORY gave at POINTER: its chunks may be
+collected and its segment number used again."
+  (let ((segment (ash pointer (- +segment-shift+))))
+    (setf (svref *segment-vectors* segment) nil)
+    (push segment *free-segments*)
+    (values)))

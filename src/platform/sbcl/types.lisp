@@ -81,6 +81,23 @@ nothing on SBCL, where STORAGE is ARRAY's own data."
 :SYNCHRONIZED among them: on SBCL MAKE-HASH-TABLE itself, which takes them."
   `(make-hash-table ,@arguments))
 
+(declaim (inline format-rehash-size format-rehash-threshold))
+(defun format-rehash-size (table)
+  "TABLE's rehash size as the format stores it: on SBCL its
+HASH-TABLE-REHASH-SIZE."
+  (hash-table-rehash-size table))
+
+(defun format-rehash-threshold (table)
+  "TABLE's rehash threshold as the format stores it: on SBCL its
+HASH-TABLE-REHASH-THRESHOLD."
+  (hash-table-rehash-threshold table))
+
+(declaim (inline format-hash-table-test))
+(defun format-hash-table-test (table)
+  "TABLE's test as the format names it (EQ, EQL, EQUAL, EQUALP or the name
+of a test of the user's): on SBCL its HASH-TABLE-TEST."
+  (hash-table-test table))
+
 ;;; Simple one-dimensional arrays, as TYPEP tests them (ABCL's TYPEP takes
 ;;; an adjustable vector for a (SIMPLE-ARRAY * (*)): its platform says
 ;;; otherwise).
