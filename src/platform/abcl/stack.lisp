@@ -3,9 +3,11 @@
 ;;;; measuring a thread's depth (Thread.getStackTrace, StackWalker) costs
 ;;;; time in proportion to the depth at every check.  So ABCL's readers do
 ;;;; not stop themselves: they recurse until the JVM's StackOverflowError,
-;;;; which ABCL signals as a STORAGE-CONDITION (not a BINSTORE-ERROR; see
-;;;; doc/PORTING.md).  Data binstore writes nests at most +MAX-PHYSICAL-DEPTH+
-;;;; containers deep (1000), which the JVM's default stacks hold.
+;;;; which ABCL signals as a STORAGE-CONDITION; RESTORE's decoder turns it
+;;;; into RESTORE-LIMIT-EXCEEDED (WITH-STACK-OVERFLOW-REFUSED), once the
+;;;; stack is unwound.  Data binstore writes nests at most
+;;;; +MAX-PHYSICAL-DEPTH+ containers deep (1000), which the JVM's default
+;;;; stacks hold.
 
 (in-package #:binstore)
 
@@ -19,3 +21,15 @@
   "NIL: on ABCL the JVM signals a stack overflow itself (see above)."
   (declare (ignore limit))
   nil)
+
+(defmacro with-stack-overflow-refused ((ibuf) &body body)
+  "Run BODY, a decoder reading from IBUF; when the stack overflows in it
+\(ABCL's STORAGE-CONDITION), signal RESTORE-LIMIT-EXCEEDED (:nesting) at
+IBUF's offset instead, from BODY's caller, the stack unwound."
+  (let ((ib (gensym "IBUF")))
+    `(let ((,ib ,ibuf))
+       (handler-case (progn ,@body)
+         (storage-condition ()
+           (error 'restore-limit-exceeded
+                  :limit :nesting :value +max-physical-depth+ :offset (ibuf-offset ,ib)
+                  :message "the input nests deeper than the JVM's stack allows (binstore itself never writes more than +max-physical-depth+ levels)"))))))
