@@ -19,6 +19,7 @@
 #   make test-all             make test, then the portable tests on the
 #                             Lisps make test leaves out (TEST_OTHER_LISPS)
 #   make bench-portable       bench/portable.lisp on SBCL and on ECL
+#   make test-abcl            the portable tests on ABCL (not part of make test)
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
 #   make soak                 1,000 store writers killed with SIGKILL
@@ -55,7 +56,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl test-clisp test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl test-clisp test-abcl test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -104,8 +105,16 @@ test-clisp:
 # Every Lisp binstore runs on: SBCL's whole suite and the portable tests on
 # ECL and CLISP (make test), then the Lisps too slow to test at every
 # change, listed in TEST_OTHER_LISPS.
-TEST_OTHER_LISPS =
+TEST_OTHER_LISPS = test-abcl
 test-all: test $(TEST_OTHER_LISPS)
+
+# The portable tests on ABCL, which is installed when missing: too slow for
+# make test (ABCL compiles binstore to JVM classes the first time, about a
+# minute, and runs the tests in about 15 s), so in TEST_OTHER_LISPS.
+ABCL ?= abcl
+test-abcl:
+	@./tools/ensure-packages abcl:$(ABCL)
+	$(ABCL) --noinit --batch --load tools/portable-tests.lisp </dev/null
 
 # SBCL's machine code for every function of binstore, in this checkout and
 # at BASE (a commit): the functions whose code differs.  A change made for

@@ -80,7 +80,8 @@ for other systems' files."
     :pathname "src/platform"
     :depends-on ("base")
     ;; SBCL's files, then ECL's (the same names over ECL's C), then the
-    ;; portable ones and CLISP's, chosen by feature; prefetch.lisp, cpu.lisp, crc32c.lisp and simd.lisp are for
+    ;; portable ones, CLISP's and ABCL's, chosen by feature; prefetch.lisp,
+    ;; cpu.lisp, crc32c.lisp and simd.lisp are for
     ;; every Lisp (their instructions are SBCL's; elsewhere there are none)
     :components ((:file "memory" :if-feature :sbcl)
                  (:file "os" :if-feature :sbcl :depends-on ("memory"))
@@ -98,9 +99,15 @@ for other systems' files."
                  ;; memory as Lisp vectors (virtual addresses), IEEE bits and
                  ;; bignum digits in portable Common Lisp, for the Lisps whose
                  ;; collector moves vectors and gives no address of their data
-                 (:file "portable/floats" :if-feature (:or :clisp :abcl))
+                 (:file "portable/floats" :if-feature :clisp)
+                 ;; ABCL converts floats to bits and back through the JVM,
+                 ;; and copies octets through their java.nio buffers
+                 (:file "abcl/floats" :if-feature :abcl)
+                 (:file "abcl/octets" :if-feature :abcl)
                  (:file "portable/memory" :if-feature (:or :clisp :abcl)
-                  :depends-on ("portable/floats"))
+                  :depends-on ((:feature :clisp "portable/floats")
+                               (:feature :abcl "abcl/floats")
+                               (:feature :abcl "abcl/octets")))
                  (:file "portable/integers" :if-feature (:or :clisp :abcl))
                  ;; CLISP's: its FFI to the C library, its records and MOP
                  (:file "clisp/memory" :if-feature :clisp :depends-on ("portable/memory"))
@@ -109,12 +116,22 @@ for other systems' files."
                  (:file "clisp/objects" :if-feature :clisp :depends-on ("portable/memory"))
                  (:file "clisp/stack" :if-feature :clisp)
                  (:file "clisp/threads" :if-feature :clisp)
+                 ;; ABCL's: the JVM through ABCL's Java interface (java.nio
+                 ;; channels for descriptors), its structures and MOP
+                 (:file "abcl/memory" :if-feature :abcl :depends-on ("portable/memory"))
+                 (:file "abcl/os" :if-feature :abcl :depends-on ("portable/memory" "abcl/octets"))
+                 (:file "abcl/runtime" :if-feature :abcl :depends-on ("portable/memory"))
+                 (:file "abcl/objects" :if-feature :abcl :depends-on ("portable/memory"))
+                 (:file "abcl/stack" :if-feature :abcl)
+                 (:file "abcl/threads" :if-feature :abcl)
                  (:file "prefetch")
                  (:file "cpu" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
                                            (:feature :ecl "ecl/memory")
                                            (:feature :ecl "ecl/runtime")
                                            (:feature :clisp "clisp/memory")
-                                           (:feature :clisp "clisp/runtime")))
+                                           (:feature :clisp "clisp/runtime")
+                                           (:feature :abcl "abcl/memory")
+                                           (:feature :abcl "abcl/runtime")))
                  (:file "crc32c" :depends-on ("cpu"))
                  (:file "simd" :depends-on ("cpu"))))
    ;; the options, and the format as data (tags.lisp derives its constants

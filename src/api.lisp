@@ -473,8 +473,9 @@ its top-level objects; return their number."
                                    :intern-symbols intern-symbols
                                    :max-alloc max-to-read)))
     (declare (dynamic-extent rs))       ; see restore-state.lisp
-    (prog1 (read-record rs fn :require-header require-header :max-count max-count)
-      (finish-restore-state rs))))
+    (with-stack-overflow-refused (ib)   ; on SBCL its body itself
+      (prog1 (read-record rs fn :require-header require-header :max-count max-count)
+        (finish-restore-state rs)))))
 
 (declaim (inline restore-values))      ; RESTORE's path is as it was without compression
 (defun restore-values (ib max-to-read max-depth intern-symbols require-header)
@@ -574,7 +575,7 @@ FN used is put back where the stream can seek."
 
 (defun call-with-place-ibuf (place limit fn)
   "Call FN with an IBUF reading PLACE, any place RESTORE takes."
-  (cond ((typep place '(simple-array (unsigned-byte 8) (*)))
+  (cond ((typep place 'simple-octet-vector) ; on SBCL (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))
          (with-pinned-objects (place)
            (call-with-memory-ibuf (pointer-address (vector-pointer place)) (length place)
                                   limit fn)))

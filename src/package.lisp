@@ -3,10 +3,10 @@
 (defpackage #:binstore
   (:use #:common-lisp)
   ;; ECL leaves the elements of a new array undefined where SBCL zeroes
-  ;; them, and CLISP fills T arrays with NIL; binstore relies on zeros: the
-  ;; ECL and CLISP platforms' MAKE-ARRAY zeroes them
-  ;; (src/platform/ecl/memory.lisp, src/platform/clisp/memory.lisp)
-  #+(or ecl clisp) (:shadow #:make-array)
+  ;; them, and CLISP and ABCL fill T arrays with NIL; binstore relies on
+  ;; zeros: the ECL, CLISP and ABCL platforms' MAKE-ARRAY zeroes them
+  ;; (src/platform/{ecl,clisp,abcl}/memory.lisp)
+  #+(or ecl clisp abcl) (:shadow #:make-array)
   ;; and CLISP's makes wrong arrays of 2^24 elements or more: its
   ;; MAKE-ARRAY, MAKE-STRING and ADJUST-ARRAY check the size first
   #+clisp (:shadow #:make-string #:adjust-array)

@@ -45,7 +45,7 @@ search by type compares type specifiers with EQUAL.")
 (declaim (inline element-type-code))
 (defun element-type-code (array)
   "The format's code for ARRAY's element type."
-  (or (and (typep array '(simple-array * (*)))
+  (or (and (typep array 'simple-1d-array) ; on SBCL (SIMPLE-ARRAY * (*))
            (svref **element-type-code-by-widetag** (array-widetag array)))
       (element-type-code-of-type array)))
 

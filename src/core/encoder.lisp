@@ -57,7 +57,7 @@ vector): its id can be taken before it is written, in the same probe."
       (array
        ;; simple vectors went above: a simple one-dimensional array here is
        ;; specialized, known without asking its element type
-       (cond ((typep x '(simple-array * (*)))
+       (cond ((typep x 'simple-1d-array) ; on SBCL (SIMPLE-ARRAY * (*))
               (tracked-simple-leaf (ss x) (write-specialized-vector ob x (element-type-code x))))
              ((general-t-array-p x) (write-container-object ss x))
              (t

@@ -371,6 +371,17 @@ little-endian; return VALUE."
 (define-memory-accessor mem-single 4 :float t)
 (define-memory-accessor mem-double 8 :float t)
 
+;;; Octets to octets: REPLACE-OCTETS.  ABCL's platform defines it over its
+;;; vectors' ByteBuffers (src/platform/abcl/octets.lisp), as ABCL's REPLACE
+;;; checks the type of each element; elsewhere it is REPLACE.
+#-abcl
+(progn
+  (declaim (inline replace-octets))
+  (defun replace-octets (to to-start from from-start count)
+    "Copy COUNT bytes of the octet vector FROM at FROM-START to TO at
+TO-START, as memmove(3) does (REPLACE copies overlapping ranges so)."
+    (replace to from :start1 to-start :end1 (+ to-start count) :start2 from-start)))
+
 (defun map-octet-runs (function address count)
   "Call FUNCTION with (VECTOR START END DONE) for each run of the COUNT
 bytes at the virtual ADDRESS, in order: the run's bytes are VECTOR's from
@@ -388,8 +399,8 @@ when it lies in another kind, whose bytes are read by the MEM- accessors."
              t))))
 
 (defun move-octet-runs (to from count)
-  "MOVE-MEMORY between two octets or chunks segments: REPLACE a run at a
-time, each run as long as both the source's and the destination's vectors
+  "MOVE-MEMORY between two octets or chunks segments: REPLACE-OCTETS a run
+at a time, each run as long as both the source's and the destination's vectors
 allow.  Overlapping ranges with the destination after the source are
 copied from the end, a run at a time, as memmove would; within one vector
 REPLACE copies overlapping ranges correctly."
@@ -401,21 +412,20 @@ REPLACE copies overlapping ranges correctly."
                      ;; the runs end at TI and FI (included) and begin at
                      ;; their vector's start at the earliest
                      (let ((n (min left (1+ ti) (1+ fi))))
-                       (replace tv fv :start1 (- (1+ ti) n) :end1 (1+ ti)
-                                      :start2 (- (1+ fi) n))
+                       (replace-octets tv (- (1+ ti) n) fv (- (1+ fi) n) n)
                        (decf left n))))))
       (let ((done 0))
         (loop while (< done count)
               do (multiple-value-bind (tv ti) (octet-run (+ to done))
                    (multiple-value-bind (fv fi) (octet-run (+ from done))
                      (let ((n (min (- count done) (- (length tv) ti) (- (length fv) fi))))
-                       (replace tv fv :start1 ti :end1 (+ ti n) :start2 fi)
+                       (replace-octets tv ti fv fi n)
                        (incf done n))))))))
 
 (defun move-memory (to from count)
   "Copy COUNT bytes from the pointer FROM to the pointer TO (memmove: the
 ranges may overlap); the caller has checked both ranges.  Octets to octets
-with REPLACE, a run of one vector at a time (which copies overlapping
+with REPLACE-OCTETS, a run of one vector at a time (which copies overlapping
 ranges as memmove does), any other byte by byte."
   (cond ((zerop count))
         ((and (octet-run to) (octet-run from))

@@ -1,0 +1,389 @@
+;;;; The platform's objects on ABCL: the names of src/platform/objects.lisp
+;;;; (SBCL's) and src/platform/sbcl/types.lisp with the same contracts.
+;;;; Floats are src/platform/abcl/floats.lisp's, bignum digits
+;;;; src/platform/portable/integers.lisp's.  ABCL's structures hold every
+;;;; slot boxed (SYS:STRUCTURE-REF), its standard objects have slot vectors
+;;;; (MOP:STANDARD-INSTANCE-ACCESS), and it specializes arrays for bits,
+;;;; (unsigned-byte 8, 16, 32) and characters only.
+
+(in-package #:binstore)
+
+(defconstant +fixnum-tag-bits+ 0
+  "How far a fixnum's value is shifted left in a vector of fixnums: ABCL's
+fixnum vectors are T vectors holding the integers themselves.")
+
+;;; Identity.  The JVM's collector moves objects and tells no address, so
+;;; OBJECT-ADDRESS numbers each object it is asked about, in a weak EQ table:
+;;; numbers are multiples of 16, as objects' granules are on SBCL, and the
+;;; same for as long as the object lives, so the epoch never changes.
+
+(deftype gc-epoch ()
+  "What CURRENT-GC-EPOCH returns."
+  'cons)
+
+(define-global **gc-epoch** (list :numbers-never-move)
+  "The one epoch: objects' numbers never change.")
+
+(defmacro current-gc-epoch ()
+  "The current epoch: on ABCL always the same."
+  '**gc-epoch**)
+
+(define-global **object-numbers** (make-hash-table :test 'eq :weakness :key)
+  "Each object OBJECT-ADDRESS was asked about, and its number.")
+
+(define-global **object-numbers-lock** (threads:make-mutex)
+  "Held while **OBJECT-NUMBERS** is read or changed (threads share it).")
+
+(define-global **next-object-number** 1
+  "The number OBJECT-ADDRESS gives next (times 16).")
+
+(defun object-address (object)
+  "A non-negative integer that identifies OBJECT for as long as it lives
+\(see above), a multiple of 16."
+  (threads:with-mutex (**object-numbers-lock**)
+    (or (gethash object **object-numbers**)
+        (setf (gethash object **object-numbers**)
+              (ash (prog1 **next-object-number** (incf **next-object-number**)) 4)))))
+
+;;; The identity table's seen bits (src/core/identity-table.lisp): words of
+;;; 16 bits, so that every word is a fixnum (ABCL's are 32-bit, signed) in a
+;;; vector ABCL specializes.
+
+(defconstant +seen-word-bits+ 16
+  "Bits in a word of the identity table's seen bits.")
+
+(deftype seen-word ()
+  "A word of the identity table's seen bits."
+  '(unsigned-byte 16))
+
+;;; Arrays and strings.  ABCL's TYPEP takes a vector made adjustable (without
+;;; a fill pointer) for a (SIMPLE-ARRAY <type> (*)), though not for a
+;;; SIMPLE-ARRAY: the types binstore tests simple vectors with add that.
+
+(deftype simple-1d-array ()
+  "A simple one-dimensional array of any element type."
+  '(and simple-array (simple-array * (*))))
+
+(deftype simple-octet-vector ()
+  "A simple vector of octets."
+  '(and simple-array (simple-array (unsigned-byte 8) (*))))
+
+(defun array-widetag (vector)
+  "A small integer below 256 that is the same for exactly the simple
+vectors with VECTOR's element representation: one for each of the element
+types ABCL's arrays have."
+  (if (null (array-element-type vector))
+      7                                 ; before strings: ABCL's are strings too
+      (typecase vector
+        (simple-bit-vector 1)
+        ((simple-array (unsigned-byte 8) (*)) 2)
+        ((simple-array (unsigned-byte 16) (*)) 3)
+        ((simple-array (unsigned-byte 32) (*)) 4)
+        (simple-string 5)
+        (t 6))))
+
+(defun array-storage (array)
+  "The simple vector holding the elements of the non-displaced ARRAY in
+row-major order: ARRAY itself when it is a simple vector.  ABCL gives no
+vector sharing another array's data, so it is a copy, and whoever writes
+into it gives it back with STORE-ARRAY-STORAGE."
+  (if (typep array 'simple-1d-array)
+      array
+      (let* ((n (array-total-size array))
+             (copy (cl:make-array n :element-type (array-element-type array))))
+        (dotimes (i n copy)
+          (setf (aref copy i) (row-major-aref array i))))))
+
+(defun store-array-storage (array storage)
+  "Put into ARRAY the elements of STORAGE, which ARRAY-STORAGE gave for it
+and which were written since (nothing when STORAGE is ARRAY itself)."
+  (unless (eq array storage)
+    (dotimes (i (array-total-size array))
+      (setf (row-major-aref array i) (aref storage i))))
+  array)
+
+(defun array-data-copy (array start end)
+  "A simple vector holding the elements of the vector ARRAY from START below
+END (NIL: its length), and the bounds in it: ARRAY itself, or a copy."
+  (let ((end (or end (length array))))
+    (if (typep array 'simple-1d-array)
+        (values array start end)
+        (values (subseq array start end) 0 (- end start)))))
+
+(defmacro with-array-data (((data-var array) (start-var start) (end-var end)) &body body)
+  "Run BODY with DATA-VAR bound to a simple vector holding the elements of
+the vector ARRAY (displaced or not) and START-VAR and END-VAR to the bounds
+START and END (END NIL: the length) in it.  On ABCL a vector that is not
+simple is copied, and what BODY writes into the copy is put back into
+ARRAY when BODY returns."
+  (let ((a (gensym "ARRAY")) (s (gensym "START"))
+        (declarations (loop while (and (consp (first body)) (eq (first (first body)) 'declare))
+                            collect (pop body))))
+    `(let* ((,a ,array) (,s ,start))
+       (multiple-value-bind (,data-var ,start-var ,end-var) (array-data-copy ,a ,s ,end)
+         ,@declarations
+         (multiple-value-prog1 (progn ,@body)
+           (unless (eq ,data-var ,a)
+             (replace ,a ,data-var :start1 ,s :start2 ,start-var :end2 ,end-var)))))))
+
+(defun string-word (string i)
+  "The Ith 64-bit word of the simple base STRING's characters, each a byte
+\(the format's base strings are ASCII); the bytes past the string's end
+read as zero."
+  (let ((word 0) (from (* 8 i)))
+    (loop for k from (min 7 (- (length string) from 1)) downto 0
+          do (setf word (logior (ash word 8) (char-code (schar string (+ from k))))))
+    word))
+
+(defun (setf string-word) (word string i)
+  "Set the characters of the Ith 64-bit word of the simple base STRING to
+WORD's bytes; those past the string's end are not written."
+  (let ((from (* 8 i)))
+    (loop for k from 0 below (min 8 (- (length string) from))
+          do (setf (schar string (+ from k)) (code-char (ldb (byte 8 (* 8 k)) word))))
+    word))
+
+(defconstant +large-object-bytes+ (* 4 32768)
+  "Objects of this many bytes or more are large (a size SBCL uses; the
+JVM's collector has no such boundary binstore relies on).")
+
+;;; Element types.  ABCL names its upgraded element types as the format
+;;; does; it specializes only bits, (unsigned-byte 8, 16, 32) and
+;;; characters, so a vector of double floats is a T vector.
+
+(declaim (inline array-element-type-name))
+(defun array-element-type-name (array)
+  "ARRAY's element type as the format names it: its ARRAY-ELEMENT-TYPE."
+  (array-element-type array))
+
+(defun array-element-type-supported-p (type)
+  "True when arrays of the format's element type TYPE can be made: every
+one (those ABCL does not specialize are T arrays)."
+  (declare (ignore type))
+  t)
+
+(defmacro elementwise-payload-p (code)
+  "True when the raw payload of element type CODE is not a vector's memory
+as it is, so that it is converted element by element: on ABCL every code
+but octets', the only vector the portable memory reads byte for byte as
+the format lays it out."
+  `(/= ,code +element-type-ub8+))
+
+;;; Strings.  Every ABCL string is a base string (base-char = character):
+;;; the format's base strings are those whose characters are all ASCII, the
+;;; rest are the format's strings (doc/FORMAT.md, Across Lisps).
+
+(defun ascii-string-p (string)
+  "True when every character of the simple STRING is below 128."
+  (declare (type simple-string string))
+  (every (lambda (c) (< (char-code c) 128)) string))
+
+(deftype format-base-string ()
+  "The strings written as the format's BASE-STRING: simple strings of ASCII
+characters."
+  '(and simple-string (satisfies ascii-string-p)))
+
+(deftype format-character-string ()
+  "The strings written as the format's STRING (those FORMAT-BASE-STRING
+does not take first): every simple string."
+  'simple-string)
+
+(defmacro format-string (string)
+  "STRING as the format writes its characters: STRING itself."
+  string)
+
+(declaim (inline format-adjustable-p))
+(defun format-adjustable-p (array)
+  "True when the format calls ARRAY adjustable: as SBCL's
+ADJUSTABLE-ARRAY-P, when ARRAY is not simple (made adjustable, or with a
+fill pointer, or displaced)."
+  (or (adjustable-array-p array)
+      (array-has-fill-pointer-p array)
+      (and (array-displacement array) t)))
+
+;;; Symbols and packages.
+
+(declaim (inline find-symbol-prefix))
+(defun find-symbol-prefix (name length package)
+  "As FIND-SYMBOL on the first LENGTH characters of the string NAME."
+  (find-symbol (if (= length (length name)) name (subseq name 0 length)) package))
+
+(defun package-locked-p (package)
+  "NIL: ABCL has no package locks."
+  (declare (ignore package))
+  nil)
+
+;;; Hash tables.
+
+(defun hash-table-weakness (table)
+  "TABLE's weakness: NIL, :KEY, :VALUE, :KEY-AND-VALUE or :KEY-OR-VALUE."
+  (sys:hash-table-weakness table))
+
+(defun make-hash-table-as-stored (&rest arguments &key synchronized &allow-other-keys)
+  "MAKE-HASH-TABLE with the options the format stores: :WEAKNESS as ABCL
+takes it; SYNCHRONIZED is dropped (ABCL's tables have no such option)."
+  (declare (ignore synchronized))
+  (apply #'make-hash-table
+         (loop for (key value) on arguments by #'cddr
+               unless (eq key :synchronized)
+                 append (list key value))))
+
+(declaim (inline format-rehash-size format-rehash-threshold format-hash-table-test))
+(defun format-rehash-size (table)
+  "TABLE's rehash size as the format stores it: its HASH-TABLE-REHASH-SIZE."
+  (hash-table-rehash-size table))
+
+(defun format-rehash-threshold (table)
+  "TABLE's rehash threshold as the format stores it: its
+HASH-TABLE-REHASH-THRESHOLD."
+  (hash-table-rehash-threshold table))
+
+(defun format-hash-table-test (table)
+  "TABLE's test as the format names it: its HASH-TABLE-TEST."
+  (hash-table-test table))
+
+(defun hash-table-synchronized-p (table)
+  "NIL: ABCL makes no table synchronized on request."
+  (declare (ignore table))
+  nil)
+
+(deftype system-object ()
+  "Objects of the runtime that have no meaning outside this process:
+threads, locks (THREADS::MUTEX, which ABCL does not export), weak
+references, Java objects."
+  '(or threads:thread threads::mutex ext:weak-reference java:java-object))
+
+;;; Classes and slots, through the metaobject protocol.  A structure class's
+;;; slots are ABCL's defstruct slot descriptions (vectors), not slot
+;;; definition objects: the accessors below take both.
+
+(defun structure-slot-p (slotd)
+  "True when SLOTD is one of ABCL's defstruct slot descriptions."
+  (and (vectorp slotd) (eq (aref slotd 0) 'sys::defstruct-slot-description)))
+
+(defun class-slots (class)
+  "The effective slots of the finalized CLASS."
+  (mop:class-slots class))
+
+(defun slot-definition-name (slotd)
+  "SLOTD's name."
+  (if (structure-slot-p slotd) (sys::dsd-name slotd) (mop:slot-definition-name slotd)))
+
+(defun slot-definition-type (slotd)
+  "SLOTD's declared type (T when none)."
+  (if (structure-slot-p slotd) (sys::dsd-type slotd) (mop:slot-definition-type slotd)))
+
+(defun slot-definition-allocation (slotd)
+  "Where SLOTD's value lives: :INSTANCE, :CLASS or another allocation."
+  (if (structure-slot-p slotd) :instance (mop:slot-definition-allocation slotd)))
+
+(defun slot-definition-initfunction (slotd)
+  "The function of no arguments computing SLOTD's initform, or NIL (for a
+structure's slot: NIL, as its constructor holds the initform)."
+  (if (structure-slot-p slotd) nil (mop:slot-definition-initfunction slotd)))
+
+(defun slot-definition-location (slotd)
+  "The index of SLOTD's value in an instance when it is an instance slot."
+  (if (structure-slot-p slotd) (sys::dsd-index slotd) (mop:slot-definition-location slotd)))
+
+(defun method-specializers (method)
+  "The specializers of METHOD's required parameters."
+  (mop:method-specializers method))
+
+(defun applicable-methods-using-classes (function classes)
+  "The methods of the generic FUNCTION that apply to arguments of CLASSES,
+and whether that is known from the classes alone."
+  (mop:compute-applicable-methods-using-classes function classes))
+
+(defun ensure-class-finalized (class)
+  "Finalize CLASS's inheritance unless done; return CLASS."
+  (unless (mop:class-finalized-p class)
+    (mop:finalize-inheritance class))
+  class)
+
+(defun condition-class-p (class)
+  "True when CLASS is a class of conditions."
+  (and (typep class 'class) (subtypep class 'condition)))
+
+(deftype condition-class ()
+  "The class of condition classes (ABCL: standard classes under CONDITION)."
+  '(and standard-class (satisfies condition-class-p)))
+
+;;; Instances.
+
+(defun instance-layout (instance)
+  "What tells instances of one class apart from others: a standard object's
+or condition's layout, which a redefinition of its class replaces; a
+structure's class (ABCL gives structures no layout)."
+  (if (typep instance 'structure-object)
+      (class-of instance)
+      (sys:std-instance-layout instance)))
+
+(defmacro structure-slot-at (instance index)
+  "The slot at INDEX of the structure INSTANCE (a place)."
+  `(sys:structure-ref ,instance ,index))
+
+(defsetf structure-slot-at sys:structure-set)
+
+(defmacro standard-slot-at (instance index)
+  "The value at INDEX of the standard object INSTANCE's slots (a place);
+the unbound marker for an unbound slot (UNBOUND-MARKER-P)."
+  `(mop:standard-instance-access ,instance ,index))
+
+(declaim (inline unbound-marker-p))
+(defun unbound-marker-p (value)
+  "True when VALUE, read with STANDARD-SLOT-AT, marks an unbound slot."
+  (eq value sys:+slot-unbound+))
+
+(defun structure-slot-description (class name)
+  "The slot description of the slot NAME of the structure CLASS."
+  (find name (mop:class-slots class) :key #'slot-definition-name))
+
+(defun structure-slot-index (class name)
+  "The index of the slot NAME in an instance of the structure class CLASS."
+  (slot-definition-location (structure-slot-description class name)))
+
+(defun structure-slot-reader (class name)
+  "A function (instance) returning the value of the slot NAME."
+  (let ((i (structure-slot-index class name)))
+    (lambda (o) (sys:structure-ref o i))))
+
+(defun structure-slot-setter (class name)
+  "A function (instance value) setting the slot NAME directly."
+  (let ((i (structure-slot-index class name)))
+    (lambda (o v) (sys:structure-set o i v))))
+
+(defun structure-slot-raw-kind (class name)
+  "NIL: ABCL holds every structure slot boxed."
+  (declare (ignore class name))
+  nil)
+
+(defun set-structure-raw-slot (instance index kind value)
+  "Set the slot at INDEX (never called on ABCL, which has no raw slots)."
+  (declare (ignore kind))
+  (sys:structure-set instance index value))
+
+(defun structure-boxed-slot-index (class name)
+  "The index at which an instance of the structure class CLASS holds the
+slot NAME's value (every slot is boxed on ABCL)."
+  (structure-slot-index class name))
+
+(defun standard-instance-allocator (class)
+  "A function of no arguments returning a fresh instance of the standard
+class CLASS with every slot unbound."
+  (lambda () (allocate-instance class)))
+
+;;; Types.
+
+(defun parse-type (specifier)
+  "SPECIFIER, which PARSED-TYPEP tests with TYPEP."
+  specifier)
+
+(declaim (inline parsed-typep))
+(defun parsed-typep (object parsed-type)
+  "True when OBJECT is of PARSED-TYPE (from PARSE-TYPE)."
+  (typep object parsed-type))
+
+(defun parsed-type-specifier (parsed-type)
+  "A type specifier for PARSED-TYPE."
+  parsed-type)

@@ -1,0 +1,55 @@
+;;;; ABCL's octet vectors as the java.nio.ByteBuffers they are: a simple
+;;;; (unsigned-byte 8) vector holds its elements in a ByteBuffer, in a field
+;;;; that is not public but that reflection may read (ABCL's classes are in
+;;;; the unnamed module, which is open to itself).  Through it, bytes move
+;;;; in bulk: between vectors (REPLACE-OCTETS, under the portable memory's
+;;;; MOVE-MEMORY: ABCL's REPLACE checks each element's type, about a
+;;;; hundred times slower) and between a vector and a channel (os.lisp).
+;;;; Loaded before the portable memory, so before abcl/memory.lisp's
+;;;; DEFINE-GLOBAL: its globals are DEFVARs.
+
+(in-package #:binstore)
+
+(defvar **octets-buffer-field**
+    (let ((field (java:jcall "getDeclaredField"
+                             (java:jclass "org.armedbear.lisp.BasicVector_ByteBuffer")
+                             "elements")))
+      (java:jcall "setAccessible" field t)
+      field)
+  "The field of a simple (unsigned-byte 8) vector holding its ByteBuffer.")
+
+;;; Java's methods, looked up once: called by name on an object whose class
+;;; is not public (HeapByteBuffer, FileChannelImpl), ABCL would look them up
+;;; there and be refused access.
+
+(defmacro define-java-method (name class method &rest parameter-types)
+  "Define NAME as a global holding CLASS's public METHOD of PARAMETER-TYPES
+\(Java class names), for JAVA:JCALL."
+  `(defvar ,name (java:jmethod ,class ,method ,@parameter-types)))
+
+(define-java-method **field-get** "java.lang.reflect.Field" "get" "java.lang.Object")
+(define-java-method **buffer-duplicate** "java.nio.ByteBuffer" "duplicate")
+(define-java-method **buffer-limit** "java.nio.ByteBuffer" "limit" "int")
+(define-java-method **buffer-position** "java.nio.ByteBuffer" "position" "int")
+(define-java-method **buffer-put** "java.nio.ByteBuffer" "put" "java.nio.ByteBuffer")
+
+(defun octets-buffer (octets start end)
+  "A ByteBuffer sharing the bytes of the simple octet vector OCTETS from
+START below END: its position at START, its limit at END."
+  (let ((buffer (java:jcall **buffer-duplicate**
+                            (java:jcall **field-get** **octets-buffer-field** octets))))
+    (java:jcall **buffer-limit** buffer end)
+    (java:jcall **buffer-position** buffer start)
+    buffer))
+
+(defun replace-octets (to to-start from from-start count)
+  "Copy COUNT bytes of the simple octet vector FROM at FROM-START to TO at
+TO-START, as memmove(3) does (the ranges may overlap: a heap ByteBuffer's
+bulk put copies with System.arraycopy).  Short copies go byte by byte, which
+costs less than the buffers."
+  (if (< count 16)
+      (replace to from :start1 to-start :end1 (+ to-start count) :start2 from-start)
+      (java:jcall **buffer-put**
+                  (octets-buffer to to-start (+ to-start count))
+                  (octets-buffer from from-start (+ from-start count))))
+  to)
