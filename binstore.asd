@@ -124,6 +124,12 @@ for other systems' files."
                  (:file "abcl/objects" :if-feature :abcl :depends-on ("portable/memory"))
                  (:file "abcl/stack" :if-feature :abcl)
                  (:file "abcl/threads" :if-feature :abcl)
+                 ;; what ECL, CLISP and ABCL answer alike: no prefaulting,
+                 ;; types by TYPEP, boxed structure slots
+                 (:file "portable/without-internals" :if-feature (:or :ecl :clisp :abcl)
+                  :depends-on ((:feature :ecl "ecl/os") (:feature :ecl "ecl/objects")
+                               (:feature :clisp "clisp/os") (:feature :clisp "clisp/objects")
+                               (:feature :abcl "abcl/os") (:feature :abcl "abcl/objects")))
                  (:file "prefetch")
                  (:file "cpu" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
                                            (:feature :ecl "ecl/memory")

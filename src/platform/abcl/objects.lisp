@@ -363,27 +363,3 @@ the unbound marker for an unbound slot (UNBOUND-MARKER-P)."
   (declare (ignore kind))
   (sys:structure-set instance index value))
 
-(defun structure-boxed-slot-index (class name)
-  "The index at which an instance of the structure class CLASS holds the
-slot NAME's value (every slot is boxed on ABCL)."
-  (structure-slot-index class name))
-
-(defun standard-instance-allocator (class)
-  "A function of no arguments returning a fresh instance of the standard
-class CLASS with every slot unbound."
-  (lambda () (allocate-instance class)))
-
-;;; Types.
-
-(defun parse-type (specifier)
-  "SPECIFIER, which PARSED-TYPEP tests with TYPEP."
-  specifier)
-
-(declaim (inline parsed-typep))
-(defun parsed-typep (object parsed-type)
-  "True when OBJECT is of PARSED-TYPE (from PARSE-TYPE)."
-  (typep object parsed-type))
-
-(defun parsed-type-specifier (parsed-type)
-  "A type specifier for PARSED-TYPE."
-  parsed-type)

@@ -486,27 +486,6 @@ NIL and the errno."
 (defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
 (defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
 
-(declaim (inline memory-population-supported-p))
-(defun memory-population-supported-p ()
-  "Whether SYSTEM-POPULATE and SYSTEM-COLLAPSE may work: not on ABCL, whose
-memory is the JVM's heap (prefaulting does nothing)."
-  nil)
-
-(defun system-unmapped-pages (start pages)
-  "NIL: not asked on ABCL (no prefaulting)."
-  (declare (ignore start pages))
-  nil)
-
-(defun system-populate (start bytes)
-  "EINVAL: the JVM's heap is not populated from Lisp."
-  (declare (ignore start bytes))
-  +einval+)
-
-(defun system-collapse (start bytes)
-  "EINVAL: the JVM's heap is not collapsed into huge pages from Lisp."
-  (declare (ignore start bytes))
-  +einval+)
-
 (defun system-microseconds ()
   "Microseconds on a monotonic clock, an integer (System.nanoTime)."
   (floor (java:jstatic "nanoTime" "java.lang.System") 1000))

@@ -381,27 +381,6 @@ the last one is copied): the address, or NIL and the errno."
 (defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
 (defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
 
-(declaim (inline memory-population-supported-p))
-(defun memory-population-supported-p ()
-  "Whether SYSTEM-POPULATE and SYSTEM-COLLAPSE may work: not on CLISP, whose
-memory is Lisp vectors (prefaulting does nothing)."
-  nil)
-
-(defun system-unmapped-pages (start pages)
-  "NIL: not asked on CLISP (no prefaulting)."
-  (declare (ignore start pages))
-  nil)
-
-(defun system-populate (start bytes)
-  "EINVAL: not done on CLISP (no prefaulting)."
-  (declare (ignore start bytes))
-  +einval+)
-
-(defun system-collapse (start bytes)
-  "EINVAL: not done on CLISP (no huge pages)."
-  (declare (ignore start bytes))
-  +einval+)
-
 (defun system-microseconds ()
   "Microseconds on a monotonic clock, an integer."
   (let ((timespec (io-buffer 16)))

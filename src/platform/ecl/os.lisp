@@ -284,27 +284,6 @@ it may move.  The new address, or NIL and the errno."
 (defconstant +madv-populate-write+ 23 "Linux's MADV_POPULATE_WRITE (5.14).")
 (defconstant +madv-collapse+ 25 "Linux's MADV_COLLAPSE (6.1).")
 
-(declaim (inline memory-population-supported-p))
-(defun memory-population-supported-p ()
-  "Whether SYSTEM-POPULATE and SYSTEM-COLLAPSE may work: on ECL they are
-not used (prefaulting does nothing)."
-  nil)
-
-(defun system-unmapped-pages (start pages)
-  "NIL: not asked on ECL."
-  (declare (ignore start pages))
-  nil)
-
-(defun system-populate (start bytes)
-  "EINVAL: not done on ECL."
-  (declare (ignore start bytes))
-  +einval+)
-
-(defun system-collapse (start bytes)
-  "EINVAL: not done on ECL."
-  (declare (ignore start bytes))
-  +einval+)
-
 (defun system-microseconds ()
   "Microseconds on a monotonic clock, an integer."
   (ffi:c-inline () () :int64-t
