@@ -109,11 +109,13 @@ for other systems' files."
                                (:feature :abcl "abcl/floats")
                                (:feature :abcl "abcl/octets")))
                  (:file "portable/integers" :if-feature (:or :clisp :abcl))
+                 (:file "portable/objects" :if-feature (:or :clisp :abcl)
+                  :depends-on ("portable/memory"))
                  ;; CLISP's: its FFI to the C library, its records and MOP
                  (:file "clisp/memory" :if-feature :clisp :depends-on ("portable/memory"))
                  (:file "clisp/os" :if-feature :clisp :depends-on ("portable/memory"))
                  (:file "clisp/runtime" :if-feature :clisp :depends-on ("portable/memory"))
-                 (:file "clisp/objects" :if-feature :clisp :depends-on ("portable/memory"))
+                 (:file "clisp/objects" :if-feature :clisp :depends-on ("portable/memory" "portable/objects"))
                  (:file "clisp/stack" :if-feature :clisp)
                  (:file "clisp/threads" :if-feature :clisp)
                  ;; ABCL's: the JVM through ABCL's Java interface (java.nio
@@ -121,7 +123,7 @@ for other systems' files."
                  (:file "abcl/memory" :if-feature :abcl :depends-on ("portable/memory"))
                  (:file "abcl/os" :if-feature :abcl :depends-on ("portable/memory" "abcl/octets"))
                  (:file "abcl/runtime" :if-feature :abcl :depends-on ("portable/memory"))
-                 (:file "abcl/objects" :if-feature :abcl :depends-on ("portable/memory"))
+                 (:file "abcl/objects" :if-feature :abcl :depends-on ("portable/memory" "portable/objects"))
                  (:file "abcl/stack" :if-feature :abcl)
                  (:file "abcl/threads" :if-feature :abcl)
                  ;; what ECL, CLISP and ABCL answer alike: no prefaulting,
