@@ -59,11 +59,11 @@ control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
       (#.+tag-ref+ (let ((id (read-varint ib)))
                      (object-by-id rs id (varint-reference-size id))))
       (#.(loop for k below +short-ref-tags+ collect (+ +tag-short-ref+ k))
-       (object-by-id rs (+ +first-short-ref-id+ (ash (- tag +tag-short-ref+) 8) (read-u8 ib)) 2))
+       (object-by-id rs (short-ref-id tag (read-u8 ib)) 2))
       (#.+tag-cons-ref+ (let ((id (read-varint ib)))
                           (cons-by-id rs id (varint-reference-size id))))
       (#.(loop for k below +short-cons-ref-tags+ collect (+ +tag-short-cons-ref+ k))
-       (cons-by-id rs (+ (ash (- tag +tag-short-cons-ref+) 8) (read-u8 ib)) 2))
+       (cons-by-id rs (short-cons-ref-id tag (read-u8 ib)) 2))
       (#.+tag-later+ (stack-checked (rs) (read-later rs)))
       (t (invalid ib (format nil "tag #x~2,'0x where an object should start~@[ (~a)~]"
                              tag (and (< tag 64) (svref +tag-names+ tag)))

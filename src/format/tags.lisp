@@ -68,13 +68,23 @@ the reserved tags.")
 (defconstant +short-cons-ref-limit+ (* 256 +short-cons-ref-tags+)
   "Cons ids below this take a short-cons-ref.")
 
-(declaim (inline short-ref-tag-p short-cons-ref-tag-p))
+(declaim (inline short-ref-tag-p short-cons-ref-tag-p short-ref-id short-cons-ref-id))
 (defun short-ref-tag-p (tag)
   (declare (type (unsigned-byte 8) tag))
   (< (ldb (byte 8 0) (- tag +tag-short-ref+)) +short-ref-tags+))
 (defun short-cons-ref-tag-p (tag)
   (declare (type (unsigned-byte 8) tag))
   (< (ldb (byte 8 0) (- tag +tag-short-cons-ref+)) +short-cons-ref-tags+))
+
+(defun short-ref-id (tag low)
+  "The object id a SHORT-REF of TAG and second byte LOW names."
+  (declare (type (unsigned-byte 8) tag low))
+  (+ +first-short-ref-id+ (ash (- tag +tag-short-ref+) 8) low))
+
+(defun short-cons-ref-id (tag low)
+  "The cons id a SHORT-CONS-REF of TAG and second byte LOW names."
+  (declare (type (unsigned-byte 8) tag low))
+  (+ (ash (- tag +tag-short-cons-ref+) 8) low))
 (defconstant +first-small-int-tag+ #x60)
 (defconstant +small-int-bias+ #x70)
 (defconstant +smallest-in-tag-integer+ (- +first-small-int-tag+ +small-int-bias+)) ; -16
