@@ -42,6 +42,7 @@ record's node, the node lines attach to (NIL: not shown) and their depth."
   cursor walker stream max-depth max-items
   (ids (make-array 64 :adjustable t :fill-pointer 0))
   (cons-ids (make-array 64 :adjustable t :fill-pointer 0))
+  (last-ref -1)                         ; the id the last reference named
   (track-objects t)
   (track-conses nil)
   (pending (make-hash-table))           ; LATER rank -> (spec fields value text)
@@ -261,6 +262,7 @@ for a class descriptor, else a list (kind offset)."
                (unless (< id (length (ex-ids ex)))
                  (cursor-invalid cursor (format nil "reference to id ~d, which is not defined yet" id)
                                  "an id defined earlier" start))
+               (setf (ex-last-ref ex) id)
                (done (third (aref (ex-ids ex) id))
                      (format nil "→ #~d ~a" id (ex-id-text ex id)))))
             ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
@@ -279,7 +281,7 @@ NODE; return its value and its label."
   (ecase (tag-spec-kind spec)
     (:leaf (ex-read-leaf ex spec start))
     (:reference
-     (let ((id (field (read-parts (ex-walker ex) (tag-spec-parts spec) '()) 'id)))
+     (let ((id (referenced-id (ex-walker ex) spec (ex-last-ref ex) start)))
        (if (eq (tag-spec-refers spec) :conses)
            (if (< id (length (ex-cons-ids ex)))
                (destructuring-bind (offset . index) (aref (ex-cons-ids ex) id)
@@ -290,7 +292,8 @@ NODE; return its value and its label."
                                (format nil "reference to cons ~d, which is not defined yet" id)
                                "a cons id defined earlier" start))
            (if (< id (length (ex-ids ex)))
-               (values (third (aref (ex-ids ex) id))
+               (values (progn (setf (ex-last-ref ex) id)
+                              (third (aref (ex-ids ex) id)))
                        (format nil "~(~a~) id=~d → #~d ~a"
                                (tag-spec-name spec) id id (ex-id-text ex id)))
                (cursor-invalid (ex-cursor ex)
@@ -526,6 +529,7 @@ of what was read."
          (objects 0))
     (setf (fill-pointer (ex-ids ex)) 0
           (fill-pointer (ex-cons-ids ex)) 0
+          (ex-last-ref ex) -1
           (ex-track-objects ex) t
           (ex-track-conses ex) nil
           (ex-next-later ex) 0)

@@ -3,7 +3,7 @@
 
 (in-package #:binstore)
 
-(defconstant +format-version+ 4
+(defconstant +format-version+ 5
   "The format version binstore writes in a header and the newest it reads.")
 
 (defvar *track-references* t

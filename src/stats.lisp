@@ -41,6 +41,7 @@ in the current record."
   cursor walker
   (ids (make-array 64 :adjustable t :fill-pointer 0))
   (cons-ids 0 :type unsigned-byte)
+  (last-ref -1)                         ; the id the last reference named
   (track-objects t)
   (track-conses nil)
   (pending (make-hash-table))
@@ -137,10 +138,12 @@ gives it, all but a run's cons ids."
     (vector-push-extend value (st-ids st))))
 
 (defun st-id-value (st id start)
-  "The value of the object with ID; INVALID-INPUT when it has none yet."
+  "The value of the object with ID, named by the reference at START, which
+becomes the id named last; INVALID-INPUT when it has none yet."
   (unless (< id (length (st-ids st)))
     (cursor-invalid (st-cursor st) (format nil "reference to id ~d, which is not defined yet" id)
                     "an id defined earlier" start))
+  (setf (st-last-ref st) id)
   (aref (st-ids st) id))
 
 (defun st-read-object (st &optional slot-value-p)
@@ -179,7 +182,7 @@ symbol is printed, a FORMAT-DESCRIPTOR for a class descriptor, else a list
   (ecase (tag-spec-kind spec)
     (:leaf (st-read-leaf st spec start account))
     (:reference
-     (let ((id (field (read-parts (st-walker st) (tag-spec-parts spec) '()) 'id)))
+     (let ((id (referenced-id (st-walker st) spec (st-last-ref st) start)))
        (if (eq (tag-spec-refers spec) :conses)
            (if (< id (st-cons-ids st))
                (list :cons start)
@@ -366,6 +369,7 @@ own (family \"record: NAME\"); return the fields."
         (top-level 0))
     (setf (fill-pointer (st-ids st)) 0
           (st-cons-ids st) 0
+          (st-last-ref st) -1
           (st-track-objects st) t
           (st-track-conses st) nil
           (st-next-later st) 0)

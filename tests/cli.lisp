@@ -68,7 +68,7 @@ environment; return its exit status and its output and error lines."
 
 (defparameter *small-record-statistics*
   '("21 bytes, 1 record, 6 objects"
-    "record 1 at 0x0000: 21 bytes, version 4, 1 top-level object, 6 objects"
+    "record 1 at 0x0000: 21 bytes, version 5, 1 top-level object, 6 objects"
     ""
     "family                  objects       bytes  share"
     "keyword                       1           7  33.3%"
@@ -161,8 +161,8 @@ a compressed record ends it with where the frame is."
          (lines (statistics-lines octets)))
     (is (typep (getf statistics :condition) 'binstore:invalid-input))
     (is (= 9 (getf statistics :error-offset)))
-    (is (equal "record 1 at 0x0000: 9 bytes, malformed, 4 objects" (second lines)))
-    (is (search "error at 0x0009 (9): binstore: invalid input at byte 9: tag #x2F"
+    (is (equal "record 1 at 0x0000: 10 bytes, malformed, 5 objects" (second lines)))
+    (is (search "error at 0x0009 (9): binstore: invalid input at byte 9: next-ref before any reference"
                 (car (last lines)))))
   (let* ((octets (concatenate '(vector (unsigned-byte 8)) *small-record*
                               (binstore:store nil "compressed" :compression :zstd)))
@@ -286,8 +286,8 @@ malformed bytes: the lines read, then exit status 1 and the reason."
       (multiple-value-bind (status out err) (run-main "explain" bad)
         (is (= 1 status))
         (is (search "error at 0x0009 (9)" (car (last out))))
-        (is (equal (list (format nil "binstore: ~a: invalid input at byte 9: tag #x2F where an ~
-                                      object should start; expected an object tag" bad))
+        (is (equal (list (format nil "binstore: ~a: invalid input at byte 9: next-ref before ~
+                                      any reference; expected a reference before it" bad))
                    err))))))
 
 (test cli-stats
@@ -305,7 +305,7 @@ exit status 1; a file that is not there: 1, and the reason."
         (is (null err)))
       (cli-write-file file (loop repeat 12 append (coerce *small-record* 'list)))
       (let ((out (nth-value 1 (run-main "stats" "--records" "3" file))))
-        (is (equal "record 3 at 0x002A: 21 bytes, version 4, 1 top-level object, 6 objects"
+        (is (equal "record 3 at 0x002A: 21 bytes, version 5, 1 top-level object, 6 objects"
                    (fourth out)))
         (is (equal "… 9 more records" (fifth out))))
       (is (= 12 (count "record " (nth-value 1 (run-main "stats" "--records" "all" file))
@@ -353,8 +353,8 @@ bytes, a limit, an empty file)."
       (multiple-value-bind (status out err) (run-main "check" bad)
         (is (= 1 status))
         (is (null out))
-        (is (equal (list (format nil "binstore: ~a: invalid input at byte 9: tag #x2F where ~
-                                      an object should start; expected an object tag" bad))
+        (is (equal (list (format nil "binstore: ~a: invalid input at byte 9: next-ref before ~
+                                      any reference; expected a reference before it" bad))
                    err)))
       (cli-write-file empty '())
       (multiple-value-bind (status out err) (run-main "check" empty)

@@ -121,16 +121,16 @@ cons, with a short-cons-ref; version 3 wrote a cons-ref, which still reads."
 three bits and a byte), and to cons ids below 2048 (short-cons-ref); past
 those, a ref or cons-ref and a varint.  Each form reads back."
   (flet ((strings (n) (loop for i below n collect (format nil "~d" i))))
-    ;; N strings, then the same again: the second half is references (the
-    ;; strings take ids 0 to N-1; without cons tracking the list takes none)
+    ;; N strings, then the last again: a reference (the strings take ids 0
+    ;; to N-1; without cons tracking the list takes none), the record's
+    ;; first, so never a next-ref
     (dolist (n '(32 33 300 2080 2081))
       (let* ((strings (strings n))
-             (octets (stored-octets (append strings strings)
+             (octets (stored-octets (append strings (last strings))
                                     :support-shared-list-structures nil))
              (restored (binstore:restore (coerce octets '(vector (unsigned-byte 8))))))
-        (is (= (length restored) (* 2 n)))
-        (is (eq (nth 0 restored) (nth n restored)))
-        (is (eq (nth (1- n) restored) (nth (1- (* 2 n)) restored)))
+        (is (= (length restored) (1+ n)))
+        (is (eq (nth (1- n) restored) (nth n restored)))
         (let ((expected (let ((id (1- n)))
                           (cond ((< id 32) (list (+ #x40 id)))
                                 ((< id 2080) (let ((k (- id 32)))
@@ -152,6 +152,33 @@ those, a ref or cons-ref and a varint.  Each form reads back."
     (is (equal '(#x3F #xFF) (last octets 2)))
     (let ((restored (binstore:restore (coerce octets '(vector (unsigned-byte 8))))))
       (is (eq (second restored) (nthcdr 2045 (first restored)))))))
+
+(test (golden-next-references :fixture headerless)
+  "A reference to the id one above the one the last reference named is a
+next-ref, one byte, from id 32 on (below, the one-byte small reference
+stays); any other id takes its usual form.  Each reads back."
+  (let* ((strings (loop for i below 40 collect (format nil "~d" i)))
+         (octets (stored-octets (append strings strings) :support-shared-list-structures nil))
+         (restored (binstore:restore (coerce octets '(vector (unsigned-byte 8))))))
+    ;; the second half: ids 0-31 small references, 32-39 next-refs
+    (is (equal (append (loop for id below 32 collect (+ #x40 id))
+                       (make-list 8 :initial-element #x2F))
+               (last octets 40)))
+    (is (every #'eq (subseq restored 0 40) (subseq restored 40))))
+  ;; ids 35, 36, 34, 35, 0, 1: short-ref, next-ref, short-ref, next-ref,
+  ;; small, small (the small form wins under 32)
+  (let* ((strings (loop for i below 40 collect (format nil "~d" i)))
+         (picks (mapcar (lambda (i) (nth i strings)) '(35 36 34 35 0 1)))
+         (octets (stored-octets (append strings picks) :support-shared-list-structures nil))
+         (restored (binstore:restore (coerce octets '(vector (unsigned-byte 8))))))
+    (is (equal '(#x30 #x03 #x2F #x30 #x02 #x2F #x40 #x41) (last octets 8)))
+    (is (equal '(35 36 34 35 0 1)
+               (mapcar (lambda (x) (position x restored)) (subseq restored 40)))))
+  ;; written by hand: a small reference to id 0, then next-ref names id 1
+  (let ((restored (binstore:restore (octets #x02 #x04 #x12 #x01 #x61 #x12 #x01 #x62 #x40 #x2F))))
+    (is (equal '("a" "b" "a" "b") restored))
+    (is (eq (first restored) (third restored)))
+    (is (eq (second restored) (fourth restored)))))
 
 (test (golden-version-1-vectors :fixture headerless)
   "Version 1 wrote octet and double-float vectors as any specialized
@@ -184,13 +211,13 @@ then the flags; they still read, with the meaning of the one-byte tags."
     (is (eq circle (cdddr circle)))))
 
 (test (golden-header-and-end :fixture headerless)
-  (is (equal '(#x24 #x42 #x53 #x54 #x04 #x70 #x25)
+  (is (equal '(#x24 #x42 #x53 #x54 #x05 #x70 #x25)
              (stored-octets 0 :output-magic-number t :output-end-marker t))))
 
 (test golden-defaults
-  "STORE's defaults: the header (version 4) and full tracking, then the
+  "STORE's defaults: the header (version 5) and full tracking, then the
 object; several objects after OBJECTS and their count."
-  (is (equal '(#x24 #x42 #x53 #x54 #x04 #x29 #x71)
+  (is (equal '(#x24 #x42 #x53 #x54 #x05 #x29 #x71)
              (coerce (binstore:store nil 1) 'list)))
   (is (equal '(#x29 #x2C #x02 #x71 #x72)
              (coerce (binstore:store nil '(1 2) :as-separate-objects t

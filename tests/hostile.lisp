@@ -211,7 +211,19 @@ first byte, there is no record: END-OF-DATA."
                        (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-short-cons-ref+ #x02)
                        (hostile-octets #x23 #x03 #x02 #x02 #x00 #x04 binstore::+tag-short-cons-ref+ #x00
                                        (+ binstore::+tag-short-cons-ref+ 7) #xFF)
-                       (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-short-cons-ref+)))
+                       (hostile-octets #x23 #x03 #x02 #x02 #x00 binstore::+tag-short-cons-ref+)
+                       ;; next-refs: before any reference, alone, in a
+                       ;; list's and a vector's runs, in a short list and a
+                       ;; pair; and past the ids given
+                       (hostile-octets binstore::+tag-next-ref+)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 binstore::+tag-next-ref+)
+                       (hostile-octets #x14 #x02 #x12 #x01 #x61 binstore::+tag-next-ref+)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 #x02 #x02 #x71 binstore::+tag-next-ref+)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 #x04 #x71 binstore::+tag-next-ref+)
+                       (hostile-octets #x02 #x03 #x12 #x01 #x61 #x40 binstore::+tag-next-ref+)
+                       (hostile-octets #x14 #x03 #x12 #x01 #x61 #x41 binstore::+tag-next-ref+)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 #x02 #x02 #x40 binstore::+tag-next-ref+)
+                       (hostile-octets #x02 #x02 #x12 #x01 #x61 #x04 #x40 binstore::+tag-next-ref+)))
     (let ((c (hostile-restore-condition bytes)))
       (is (typep c 'binstore:invalid-input) "~s: ~a" bytes (hostile-describe c))))
   ;; the controls: a list whose second element is its first cons, and
@@ -312,7 +324,24 @@ stream whose window ends inside the run; valid ones name their objects."
         (is (eql (+ (length head) 2) (binstore:restore-error-offset c)))))
     (let ((back (binstore:restore good)))
       (is (eq (aref back 39) (aref back 40)))
-      (is (eq (aref back 38) (aref back 41))))))
+      (is (eq (aref back 38) (aref back 41)))))
+  ;; a next-ref past the ids given, after a run of valid references (the
+  ;; last of them a next-ref), refused at its tag; the control, one fewer
+  (let* ((strings (loop for i below 40 append (list #x12 #x01 (+ #x30 (mod i 10)))))
+         (next binstore::+tag-next-ref+)
+         (bad (hostile-octets binstore::+tag-simple-vector+ 43 strings
+                              binstore::+tag-short-ref+ #x07 next next))
+         (good (hostile-octets binstore::+tag-simple-vector+ 43 strings
+                               binstore::+tag-short-ref+ #x06 next next)))
+    ;; ids: the vector 0, its strings 1 to 40; #x30 #x07 is id 39
+    (let ((c (hostile-restore-condition bad)))
+      (is (typep c 'binstore:invalid-input) "~a" (hostile-describe c))
+      (when (typep c 'binstore:invalid-input)
+        (is (eql (+ 2 (length strings) 3) (binstore:restore-error-offset c)))))
+    (let ((back (binstore:restore good)))
+      (is (eq (aref back 37) (aref back 40)))
+      (is (eq (aref back 38) (aref back 41)))
+      (is (eq (aref back 39) (aref back 42))))))
 
 (test (hostile-unknown-tags :fixture format-2-defaults)
   "Every type tag that src/format/tags.lisp leaves undefined (reserved)."

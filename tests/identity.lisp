@@ -430,6 +430,46 @@ and between other elements: each restores EQ to the object it names."
                                     (eql x i)
                                     (eq x (nth (mod (* 7 i) 300) twice)))))))))))
 
+(test runs-of-next-references
+  "The same objects met again in the order they were first written are
+written as NEXT-REFs, one byte each: from a list, a vector, short lists of
+symbols (written in one piece), pairs, and runs broken by other references
+and by integers, they restore EQ to the objects they name, from a vector
+and from a stream read a window at a time, and the reference decoder reads
+the same."
+  (let* ((strings (loop for i below 100 collect (format nil "s~d" i)))
+         (pool (loop for i below 3000 collect (make-symbol (format nil "G~d" i))))
+         (data (list pool
+                     (copy-list pool)
+                     (coerce pool 'vector)
+                     (loop for (a b c) on pool by #'cdddr collect (list a b c))
+                     (loop for (a b) on pool by #'cddr collect (cons a b))
+                     (loop for x in pool for i from 0
+                           collect x
+                           when (zerop (mod i 7)) collect i
+                           when (zerop (mod i 11)) collect (nth 50 strings))
+                     strings (copy-list strings) (reverse strings) (copy-list strings))))
+    (flet ((check (copy)
+             (destructuring-bind (pool* again vector triples pairs broken
+                                  strings* s2 s3 s4) copy
+               (is (= 3000 (length (remove-duplicates pool*))))
+               (is (every #'eq pool* again))
+               (is (every #'eq pool* vector))
+               (is (every #'eq pool* (loop for triple in triples append triple)))
+               (is (every #'eq pool* (loop for (a . b) in pairs collect a collect b)))
+               (is (every #'eq pool* (remove-if-not #'symbolp broken)))
+               (is (every #'eq strings* s2))
+               (is (every #'eq strings* (reverse s3)))
+               (is (every #'eq strings* s4)))))
+      (dolist (lists '(nil t))
+        (let ((octets (binstore:store nil data :support-shared-list-structures lists)))
+          ;; a next-ref a byte: far fewer bytes than a short-ref each
+          (is (< (count binstore::+tag-next-ref+ octets) (length octets)))
+          (is (> (count binstore::+tag-next-ref+ octets) 8000))
+          (check (binstore:restore octets))
+          (check (binstore:restore (make-instance 'octet-input-stream :octets octets)))
+          (check (first (binstore::reference-restore octets))))))))
+
 (test uninterned-symbol-names
   "Uninterned symbols come back with their names' characters, as base
 strings when those are all base characters (as SBCL makes them), short or

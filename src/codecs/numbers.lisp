@@ -260,7 +260,7 @@ caller has made room for +MAX-LEAF-BYTES+."
                 (identity-table-get-or-add refs x)
                 -1)))
     (if (>= id 0)
-        (put-ref sap p id)
+        (put-ref sap p id refs)
         (let* ((out (pointer+ sap p))
                (after (put-plain-leaf out x t)))
           (and (not (pointer= after out))
@@ -296,7 +296,7 @@ as near the window's end (where MAX-TO-WRITE may leave less room than
     (single-float (write-single-float ob x) t)
     (boxed-leaf
      (let ((id (if refs (identity-table-get-or-add refs x) -1)))
-       (cond ((>= id 0) (write-ref ob id))
+       (cond ((>= id 0) (write-ref ob id refs))
              ((typep x 'double-float) (write-double-float ob x))
              (t (write-complex-float ob x))))
      t)))

@@ -223,7 +223,7 @@ SLOT-SPECS), for instances of LAYOUT (NIL: none known yet)."
 as the descriptor lives only as long as the store)."
   (let ((ob (ss-obuf ss)))
     (if (>= (class-descriptor-id d) 0)
-        (write-ref ob (class-descriptor-id d))
+        (write-ref ob (class-descriptor-id d) (ss-refs ss))
         (progn
           (write-u8 ob +tag-class-descriptor+)
           (write-u8 ob (class-descriptor-kind d))
@@ -244,14 +244,15 @@ instance's header can refer to it with PUT-INSTANCE-TAG, else NIL."
     (and (>= id 0) (< id (expt 2 32)) id)))
 
 (declaim (inline put-instance-tag))
-(defun put-instance-tag (ob descriptor-id)
+(defun put-instance-tag (ob descriptor-id table)
   "Write the tag of an instance and the reference to its class descriptor,
-DESCRIPTOR-ID (under 2^32), under one room check."
+DESCRIPTOR-ID (under 2^32), under one room check; TABLE is the store's
+table of objects (see PUT-REF)."
   (declare (type obuf ob) (type (unsigned-byte 32) descriptor-id))
-  (let* ((p (reserve ob (1+ (ref-length descriptor-id))))
+  (let* ((p (reserve ob (1+ (ref-length descriptor-id table))))
          (sap (obuf-sap ob)))
     (setf (mem-u8 sap p) +tag-instance+)
-    (put-ref sap (1+ p) descriptor-id)))
+    (put-ref sap (1+ p) descriptor-id table)))
 
 (defun write-instance-header (ss object)
   "Tag and descriptor; returns the descriptor for the contents.  After the
@@ -261,7 +262,7 @@ class's first instance the descriptor is a reference (PUT-INSTANCE-TAG)."
          (ob (ss-obuf ss))
          (id (referable-descriptor-id d)))
     (if id
-        (put-instance-tag ob id)
+        (put-instance-tag ob id (ss-refs ss))
         (progn
           (write-u8 ob +tag-instance+)
           (write-class-descriptor ss d)))
@@ -280,7 +281,7 @@ whether it was written before.  Otherwise as any container."
       ((class-descriptor-codec d) (write-codec-object ss object d))
       ((and id (< (ss-depth ss) +max-physical-depth+))
         (unless (and (ss-track ss) (written-before-or-remember-p ss object))
-          (put-instance-tag (ss-obuf ss) id)
+          (put-instance-tag (ss-obuf ss) id (ss-refs ss))
           (incf (ss-depth ss))
           (check-store-depth ss)
           (write-instance-contents ss object d)

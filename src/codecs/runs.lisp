@@ -21,17 +21,22 @@
 ;;; References ---------------------------------------------------------
 
 (declaim (inline window-ref-id))
-(defun window-ref-id (sap p end)
+(defun window-ref-id (sap p end last)
   "If SAP+P (P below END) holds a reference, small, SHORT-REF whose second
-byte is below END, or REF with an id WINDOW-VARINT reads: the id and the
-reference's size in bytes; otherwise 0 and 0.  As WINDOW-INTEGER, it reads
-nothing else and calls nothing."
-  (declare (type index p end))
+byte is below END, REF with an id WINDOW-VARINT reads, or, when LAST (the
+id the last reference named, -1 for none) is not -1, NEXT-REF: the id and
+the reference's size in bytes; otherwise 0 and 0.  As WINDOW-INTEGER, it
+reads nothing else and calls nothing."
+  (declare (type index p end) (type fixnum last))
   (let ((tag (mem-u8 sap p)))
     ;; the small references' range as one comparison, by wrapping around:
     ;; the commonest case falls through
     (cond ((< (ldb (byte 8 0) (- tag +first-small-ref-tag+)) +small-ref-count+)
            (values (- tag +first-small-ref-tag+) 1))
+          ((= tag +tag-next-ref+)
+           (if (>= last 0)
+               (values (1+ last) 1)
+               (values 0 0)))
           ((short-ref-tag-p tag)
            (if (< (+ p 1) end)
                (values (short-ref-id tag (mem-u8 sap (+ p 1))) 2)
@@ -50,28 +55,30 @@ id below it names an object, with no other check."
   (declare (type restore-state rs))
   (min (rs-next-id rs) (length (rs-refs rs))))
 
-(declaim (inline window-made-ref))
-(defun window-made-ref (refs made sap p end)
-  "If SAP+P (P below END) holds a reference WINDOW-REF-ID reads, naming an
-object of REFS, the table of objects by id, below MADE (MADE-BELOW): that
-object and the offset after the reference; otherwise NIL and NIL (the
-general path reads it, or signals what is wrong).  The loops over runs of
-references (FILL-REF-CARS, FILL-REF-ELEMENTS) make the same two checks in
-place."
-  (declare (type simple-vector refs) (type index made p end))
-  (multiple-value-bind (id size) (window-ref-id sap p end)
-    (let ((id (truly-the index id))) ; an index whenever SIZE is not 0
-      (if (and (plusp size) (< id made))
-          (values (locally (declare (optimize (safety 0)))
-                    (svref refs id))
-                  (truly-the index (+ p size)))
-          (values nil nil)))))
-
 (declaim (inline window-ref))
 (defun window-ref (rs sap p end)
-  "WINDOW-MADE-REF with the restore's table of objects."
+  "If SAP+P (P below END) holds a reference WINDOW-REF-ID reads, naming an
+object made before (below MADE-BELOW): that object and the offset after
+the reference, its id now the id named last; otherwise NIL and NIL (the
+general path reads it, or signals what is wrong).  The loops over runs of
+references (FILL-REF-CARS, FILL-REF-ELEMENTS) make the same checks in
+place.
+  The leaf readers that call this may read several leaves and then give
+up, leaving them to the general path, which reads them again: they never
+read a NEXT-REF (WINDOW-PURE-LEAF and WINDOW-LEAF leave it to the general
+path), so what they read does not depend on the id named last, and
+reading it again names the same ids in the same order."
   (declare (type restore-state rs) (type index p end))
-  (window-made-ref (settled-refs rs) (made-below rs) sap p end))
+  (let* ((refs (settled-refs rs))
+         (made (made-below rs)))
+    (multiple-value-bind (id size) (window-ref-id sap p end (rs-last-ref rs))
+      (let ((id (truly-the index id))) ; an index whenever SIZE is not 0
+        (if (and (plusp size) (< id made))
+            (values (progn (setf (rs-last-ref rs) id)
+                           (locally (declare (optimize (safety 0)))
+                             (svref refs id)))
+                    (truly-the index (+ p size)))
+            (values nil nil))))))
 
 (declaim (inline window-cons-ref-id))
 (defun window-cons-ref-id (rs sap p end)
@@ -340,6 +347,7 @@ leaves (see WINDOW-SHORT-LIST) and a cons of two leaves (see WINDOW-PAIR)."
         (kind +ref-kind+ +tag-ref+)
         (loop for tag from +tag-short-ref+ below (+ +tag-short-ref+ +short-ref-tags+)
               do (kind +ref-kind+ tag))
+        (kind +ref-kind+ +tag-next-ref+)
         (kind +leaf-kind+ +tag-nil+ +tag-t+ +tag-complex-single+ +tag-cons-ref+ +tag-cons+ +tag-list+ +tag-simple-vector+)
         (loop for tag from +tag-short-cons-ref+ below (+ +tag-short-cons-ref+ +short-cons-ref-tags+)
               do (kind +leaf-kind+ tag)))
@@ -537,22 +545,28 @@ a T array's, into its storage vector); return V."
         (setf p (truly-the index (+ p size)))
         (collect value)))))
 
-;;; The checks WINDOW-MADE-REF makes are made in place, as exits from the
-;;; loop: through its two values the loop took 8-10% more instructions.
+;;; The checks WINDOW-REF makes are made in place, as exits from the loop:
+;;; through its two values the loop took 8-10% more instructions.  The id
+;;; named last is kept in a register for NEXT-REF, and stored in the state
+;;; with each element, which is read for good: the loop never gives one up.
 (define-run-filler :part (fill-ref-cars fill-ref-elements)
   "the objects named by the references"
   (let ((sap (ibuf-sap (rs-ibuf rs)))
         (refs (settled-refs rs))
-        (made (made-below rs)))
+        (made (made-below rs))
+        (last (rs-last-ref rs)))
+    (declare (type fixnum last))
     (loop
       (unless (< p end)
         (stop))
-      (multiple-value-bind (id size) (window-ref-id sap p end)
+      (multiple-value-bind (id size) (window-ref-id sap p end last)
         (let ((id (truly-the index id))) ; an index whenever SIZE is not 0
           (when (or (zerop size) (>= id made))
             (stop))
-          (setf p (truly-the index (+ p size)))
-          ;; below MADE, within REFS (see WINDOW-MADE-REF)
+          (setf p (truly-the index (+ p size))
+                last id
+                (rs-last-ref rs) id)
+          ;; below MADE, within REFS (see WINDOW-REF)
           (collect (locally (declare (optimize (safety 0)))
                      (svref refs id))))))))
 

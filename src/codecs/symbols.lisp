@@ -37,10 +37,10 @@ last package written is kept with its id: the symbols of one package tend
 to come together, and then need no look in the table."
   (let ((ob (ss-obuf ss)))
     (if (eq package (ss-last-package ss))
-        (write-ref ob (ss-last-package-id ss))
+        (write-ref ob (ss-last-package-id ss) (ss-refs ss))
         (let ((id (identity-table-get-recurring (ss-refs ss) package)))
           (if (>= id 0)
-              (write-ref ob id)
+              (write-ref ob id (ss-refs ss))
               (progn (write-u8 ob +tag-package+)
                      (write-string-payload ob (package-name package))
                      (setf id (remember-recurring ss package))))

@@ -60,6 +60,7 @@ control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
                      (object-by-id rs id (varint-reference-size id))))
       (#.(loop for k below +short-ref-tags+ collect (+ +tag-short-ref+ k))
        (object-by-id rs (short-ref-id tag (read-u8 ib)) 2))
+      (#.+tag-next-ref+ (next-ref-object rs))
       (#.+tag-cons-ref+ (let ((id (read-varint ib)))
                           (cons-by-id rs id (varint-reference-size id))))
       (#.(loop for k below +short-cons-ref-tags+ collect (+ +tag-short-cons-ref+ k))

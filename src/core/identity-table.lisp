@@ -63,6 +63,10 @@ RECENT-CHUNK-BASE): as many runs of objects as a walk commonly reads at once.")
   (entries 0 :type index)
   (lengths nil :type (or null (simple-array fixnum (*))))
   (count 0 :type index)                       ; ids given
+  ;; The id the last reference written named, -1 before the first: a
+  ;; reference to the id above it is written as NEXT-REF (store-state.lisp).
+  ;; Here because every writer of references has the table at hand.
+  (last-ref -1 :type fixnum)
   ;; Runs of boxes taken with no entries (see NOTE-BOX-RUN), in a table
   ;; that is not one of runs.  Run R is the four elements from 4R of
   ;; BOX-RUNS: the entries made before it, its source (a cons, whose cars
@@ -562,7 +566,8 @@ IDENTITY-TABLE-START-RUN and IDENTITY-TABLE-CLAIM (and only so)."
                                  :scratch-kind scratch-kind
                                  :lengths (and runs (make-array 64 :element-type 'fixnum)))))
                      (install-slots table (make-slots 64))))))
-    (setf (it-epoch table) (current-gc-epoch))
+    (setf (it-epoch table) (current-gc-epoch)
+          (it-last-ref table) -1)
     table))
 
 (defun identity-table-get-recurring (table object)
@@ -917,7 +922,7 @@ objects it held can be collected and its memory serves again."
         (install-slots table (make-slots (max 64 (ash 1 (integer-length (* 2 used))))))
         (fill (it-slots table) 0)))
   (setf (it-count table) 0 (it-entries table) 0 (it-hashed-count table) 0
-        (it-hashed table) nil)
+        (it-hashed table) nil (it-last-ref table) -1)
   (offer-scratch (it-scratch-kind table) table)
   nil)
 

@@ -51,6 +51,7 @@ LAZY-RUN costs more than their entries.")
   (ibuf nil :type ibuf)
   (refs **no-objects** :type simple-vector)
   (next-id 0 :type index)
+  (last-ref -1 :type fixnum)           ; the id the last reference named (NEXT-REF)
   (cons-refs **no-objects** :type simple-vector) ; cons id -> cons
   (run-lengths **no-lengths** ; first cons id of a run -> its length, 0 for 1
    :type (simple-array fixnum (*)))
@@ -315,10 +316,22 @@ shortest form (the only one READ-VARINT accepts)."
 (declaim (inline object-by-id))
 (defun object-by-id (rs id size)
   "The object with ID, named by the reference just read, of SIZE bytes (1
-for a small reference, 2 for a short-ref)."
+for a small reference or a next-ref, 2 for a short-ref); ID becomes the id
+named last."
   (if (< id (rs-next-id rs))
-      (svref (settled-refs rs) id)
+      (progn (setf (rs-last-ref rs) id)
+             (svref (settled-refs rs) id))
       (undefined-id rs id size)))
+
+(defun next-ref-object (rs)
+  "The object a NEXT-REF, just read, names: the one whose id is one above
+the id the record's last reference named.  A NEXT-REF before any
+reference is invalid."
+  (let ((last (rs-last-ref rs)))
+    (if (< last 0)
+        (invalid (rs-ibuf rs) "next-ref before any reference" "a reference before it"
+                 (reference-offset rs 1))
+        (object-by-id rs (1+ last) 1))))
 
 (defun runway-reach (rs bytes)
   "How far the next runways may reach, together, past the BYTES about to be

@@ -78,7 +78,7 @@ its parts): give it the next id."
 if OBJECT was written before, write a reference to it and return T."
   (let ((id (identity-table-get-recurring (ss-refs ss) object)))
     (when (>= id 0)
-      (write-ref (ss-obuf ss) id)
+      (write-ref (ss-obuf ss) id (ss-refs ss))
       t)))
 
 (defun remember-recurring (ss object)
@@ -144,41 +144,61 @@ are too, so make room for them in the table at once."
   (when (ss-cons-refs ss)
     (release-identity-table (ss-cons-refs ss))))
 
-(defun write-ref (ob id)
-  "Write a back-reference to ID: a small reference, a short-ref or a ref,
-the shortest that holds it."
-  (declare (type index id))
-  (cond ((< id +small-ref-count+)
-         (write-u8 ob (+ +first-small-ref-tag+ id)))
-        ((< id +short-ref-limit+)
-         (let ((k (- id +first-short-ref-id+)))
-           (write-u8 ob (+ +tag-short-ref+ (ash k -8)))
-           (write-u8 ob (ldb (byte 8 0) k))))
-        (t (write-u8 ob +tag-ref+) (write-varint ob id))))
+(declaim (inline next-ref-p))
+(defun next-ref-p (id table)
+  "True when a reference to ID, 32 or above, is written as NEXT-REF: ID is
+one above the id the last reference written named, which TABLE (the
+store's table of objects) keeps.  Ids below 32 keep their one-byte small
+reference, so the output does not change for them."
+  (declare (type index id) (type identity-table table))
+  (and (>= id +small-ref-count+) (= id (1+ (it-last-ref table)))))
+
+(defun write-ref (ob id table)
+  "Write a back-reference to ID: a small reference, a NEXT-REF, a short-ref
+or a ref, the shortest that holds it.  TABLE is the store's table of
+objects, which keeps the id named, for the next reference."
+  (declare (type index id) (type identity-table table))
+  (let ((next (next-ref-p id table)))
+    (setf (it-last-ref table) id)
+    (cond ((< id +small-ref-count+)
+           (write-u8 ob (+ +first-small-ref-tag+ id)))
+          (next (write-u8 ob +tag-next-ref+))
+          ((< id +short-ref-limit+)
+           (let ((k (- id +first-short-ref-id+)))
+             (write-u8 ob (+ +tag-short-ref+ (ash k -8)))
+             (write-u8 ob (ldb (byte 8 0) k))))
+          (t (write-u8 ob +tag-ref+) (write-varint ob id)))))
 
 (declaim (inline ref-length))
-(defun ref-length (id)
-  "Bytes WRITE-REF and PUT-REF take for a reference to ID."
+(defun ref-length (id table)
+  "Bytes WRITE-REF and PUT-REF take for a reference to ID written now."
   (declare (type index id))
   (cond ((< id +small-ref-count+) 1)
+        ((next-ref-p id table) 1)
         ((< id +short-ref-limit+) 2)
         (t (1+ (varint-length id)))))
 
 (declaim (inline put-ref))
-(defun put-ref (sap p id)
+(defun put-ref (sap p id table)
   "Store a back-reference to ID at SAP+P (room for 6 bytes checked by the
-caller); return the offset after it.  The bytes of WRITE-REF."
-  (declare (type index p) (type (unsigned-byte 32) id))
-  (cond ((< id +small-ref-count+)
-         (setf (mem-u8 sap p) (+ +first-small-ref-tag+ id))
-         (1+ p))
-        ((< id +short-ref-limit+)
-         (let ((k (- id +first-short-ref-id+)))
-           (setf (mem-u8 sap p) (+ +tag-short-ref+ (ash k -8))
-                 (mem-u8 sap (1+ p)) (ldb (byte 8 0) k))
-           (+ p 2)))
-        (t (setf (mem-u8 sap p) +tag-ref+)
-           (put-varint sap (1+ p) id))))
+caller); return the offset after it.  The bytes of WRITE-REF, and as it,
+note ID in TABLE as the id named last."
+  (declare (type index p) (type (unsigned-byte 32) id) (type identity-table table))
+  (let ((next (next-ref-p id table)))
+    (setf (it-last-ref table) id)
+    (cond ((< id +small-ref-count+)
+           (setf (mem-u8 sap p) (+ +first-small-ref-tag+ id))
+           (1+ p))
+          (next
+           (setf (mem-u8 sap p) +tag-next-ref+)
+           (1+ p))
+          ((< id +short-ref-limit+)
+           (let ((k (- id +first-short-ref-id+)))
+             (setf (mem-u8 sap p) (+ +tag-short-ref+ (ash k -8))
+                   (mem-u8 sap (1+ p)) (ldb (byte 8 0) k))
+             (+ p 2)))
+          (t (setf (mem-u8 sap p) +tag-ref+)
+             (put-varint sap (1+ p) id)))))
 
 (defun write-cons-ref (ob id)
   "Write a reference to the cons ID: a short-cons-ref or a cons-ref, the
@@ -203,7 +223,7 @@ and return T; otherwise give it the next id now (it is complete as soon as it
 is written) and return NIL."
   (let ((id (identity-table-get-or-add (ss-refs ss) object)))
     (when (>= id 0)
-      (write-ref (ss-obuf ss) id)
+      (write-ref (ss-obuf ss) id (ss-refs ss))
       t)))
 
 (declaim (inline written-before-p))
@@ -214,7 +234,7 @@ otherwise (but for a cons) REMEMBER must follow, as WRITTEN-ID says."
     (when (>= id 0)
       (if (consp object)
           (write-cons-ref (ss-obuf ss) id)
-          (write-ref (ss-obuf ss) id))
+          (write-ref (ss-obuf ss) id (ss-refs ss)))
       t)))
 
 (defun depth-limit-error (max track lists)

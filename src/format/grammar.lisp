@@ -21,7 +21,9 @@
 ;;;;             LATER may defer), :reference (names an earlier object) or
 ;;;;             :deferred (LATER)
 ;;;;   REFERS    for a :reference, what its ID field names: :objects (the
-;;;;             default) or :conses (a cons id)
+;;;;             default) or :conses (a cons id); or :next, for a reference
+;;;;             without an ID field: the object whose id is one above the
+;;;;             one the record's last reference to an object named
 ;;;;   IDS       which objects get ids, and when:
 ;;;;             :never      none
 ;;;;             :always     the object, once its parts are read
@@ -464,12 +466,17 @@ name of the test follows as an object).")
      :parts ((:tag tag)
              (:u8 low)
              (:let id (+ (* 256 (- tag #x38)) low)))
-     :summary "1 byte b: the cons with id 256 × (tag − `#x38`) + b, cons ids 0–2047 (since version 4)"))
+     :summary "1 byte b: the cons with id 256 × (tag − `#x38`) + b, cons ids 0–2047 (since version 4)")
+    ;; A reference to the object after the last one referred to: runs of
+    ;; references in id order (the same objects again, in the same order)
+    (:next-ref #x2F :role :object :kind :reference :refers :next :ids :never
+     :summary "nothing: the object whose id is one above the id the record's last reference to an object named (since version 5; see *References*)"))
   "The tags, as written: see the top of this file.  +GRAMMAR+ is the same,
 checked and indexed.")
 
-(defparameter +reserved-tags+ '(#x2F . #x2F)
-  "The type tags no version uses yet, first and last: a decoder rejects them.")
+(defparameter +reserved-tags+ '()
+  "The type tags no version uses yet, (first . last), or NIL when every one
+of the 64 is used: a decoder rejects them.")
 
 ;;; Parsed entries ---------------------------------------------------------------
 
@@ -478,7 +485,7 @@ checked and indexed.")
   (name nil :type keyword)
   (code 0 :type (integer 0 63))
   (codes 1 :type (integer 1 64))        ; tag bytes from CODE on
-  (refers :objects :type (member :objects :conses)) ; what a :reference names, by id
+  (refers :objects :type (member :objects :conses :next)) ; what a :reference names
   (constant nil :type symbol)           ; +TAG-<NAME>+
   (role :object :type (member :object :slot :record))
   (kind nil :type (member nil :leaf :container :reference :deferred))
@@ -707,11 +714,14 @@ that the document says the same)."
                        (format nil "`#x~2,'0X`" code)
                        (format nil "`#x~2,'0X`–`#x~2,'0X`" code last))))
         (format out "| ~a | ~(~a~) | ~a |~%" cell (tag-spec-name spec) (tag-spec-summary spec))))
-    (if (= (car +reserved-tags+) (cdr +reserved-tags+))
-        (format out "~%Tag `#x~2,'0X` is reserved; a decoder must reject it.~%"
-                (car +reserved-tags+))
-        (format out "~%Tags `#x~2,'0X`–`#x~2,'0X` are reserved; a decoder must reject them.~%"
-                (car +reserved-tags+) (cdr +reserved-tags+)))))
+    (cond ((null +reserved-tags+)
+           (format out "~%Every type tag is used; there are no reserved tags.~%"))
+          ((= (car +reserved-tags+) (cdr +reserved-tags+))
+           (format out "~%Tag `#x~2,'0X` is reserved; a decoder must reject it.~%"
+                   (car +reserved-tags+)))
+          (t
+           (format out "~%Tags `#x~2,'0X`–`#x~2,'0X` are reserved; a decoder must reject them.~%"
+                   (car +reserved-tags+) (cdr +reserved-tags+))))))
 
 (defun element-type-bits-text (code)
   "The \"bits\" column of FORMAT.md's table of element types for CODE."

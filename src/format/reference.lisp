@@ -341,6 +341,18 @@ FIELDS with each field read pushed on it (an alist, newest first)."
                      (setf queue (append next queue))))))
       fields)))
 
+(defun referenced-id (walker spec last start)
+  "The id the reference of SPEC whose tag was read at START names: its ID
+field, read with WALKER, or for a NEXT-REF (:REFERS :NEXT) the id one above
+LAST, the id the record's last reference to an object named; -1, no
+reference before it, makes the NEXT-REF invalid."
+  (if (eq (tag-spec-refers spec) :next)
+      (if (< last 0)
+          (cursor-invalid (walker-cursor walker) "next-ref before any reference"
+                          "a reference before it" start)
+          (1+ last))
+      (field (read-parts walker (tag-spec-parts spec) '()) 'id)))
+
 (defun record-tracking-flags (peek-is record-tag)
   "Read the tracking tag that may begin a record's contents, with the
 reader's PEEK-IS (a tag's name -> true when that tag comes next) and
@@ -420,6 +432,7 @@ tables whose insertion waits for them."
   cursor walker
   (objects (make-array 16 :adjustable t :fill-pointer 0))
   (conses (make-array 16 :adjustable t :fill-pointer 0))
+  (last-ref -1)                         ; the id the last reference named
   (track-objects t)
   (track-conses nil)
   (depth 0)                             ; containers open in this part of the record
@@ -520,10 +533,12 @@ unbound-slot tag is read as *UNBOUND-SLOT-VALUE*."
                    (t (rf-read-tagged rf spec start))))))))
 
 (defun rf-object-by-id (rf id start)
-  "The object with ID, named by the reference at START."
+  "The object with ID, named by the reference at START, which becomes the
+id named last."
   (unless (< id (length (rf-objects rf)))
     (cursor-invalid (rf-cursor rf) (format nil "reference to id ~d, which is not defined yet" id)
                     "an id defined earlier" start))
+  (setf (rf-last-ref rf) id)
   (aref (rf-objects rf) id))
 
 (defun rf-read-tagged (rf spec start)
@@ -533,7 +548,7 @@ unbound-slot tag is read as *UNBOUND-SLOT-VALUE*."
      (let ((fields (read-parts (rf-walker rf) (tag-spec-parts spec) '())))
        (rf-give-ids rf spec (build-leaf rf (tag-spec-name spec) fields))))
     (:reference
-     (let ((id (field (read-parts (rf-walker rf) (tag-spec-parts spec) '()) 'id)))
+     (let ((id (referenced-id (rf-walker rf) spec (rf-last-ref rf) start)))
        (if (eq (tag-spec-refers spec) :conses)
            (if (< id (length (rf-conses rf)))
                (aref (rf-conses rf) id)

@@ -5,7 +5,8 @@
 ;;;;
 ;;;; Every object starts with one tag byte:
 ;;;;   #x00-#x3F  a type tag (below); #x30-#x37 and #x38-#x3F carry the high
-;;;;              bits of a two-byte reference (short-ref, short-cons-ref)
+;;;;              bits of a two-byte reference (short-ref, short-cons-ref);
+;;;;              #x2F, next-ref, names the id after the one named last
 ;;;;   #x40-#x5F  a back-reference to object id 0..31
 ;;;;   #x60-#xFF  a small integer, value = tag - #x70, so -16..143
 
@@ -131,8 +132,9 @@ then +TAG-SPECIALIZED-VECTOR+ and the code follows the tag."
 ;;; Compressed records (see src/api.lisp, Compression): a zstd or LZ4 frame
 ;;; where a record begins, told by its magic, read as a little-endian word.
 ;;; Neither begins a sequence of records: #x28 (no tracking) would be
-;;; followed by the integer 69 and a record beginning with #x2F, no tag;
-;;; #x04 (a cons) by #x22, FILL, which begins no object.
+;;; followed by the integer 69 and a record beginning with #x2F, a NEXT-REF
+;;; with no reference before it in its record, which is invalid; #x04 (a
+;;; cons) by #x22, FILL, which begins no object.
 
 (defconstant +zstd-frame-magic+ #xFD2FB528
   "The zstd frame magic, 28 B5 2F FD, read as a little-endian 32-bit word.")
