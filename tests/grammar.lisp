@@ -524,3 +524,79 @@ no package, and refuses only records the reference decoder refuses."
     (is (null failures) "~d input~:p: ~{~%  ~{~a: ~a~}~}" (length failures)
         (subseq failures 0 (min 3 (length failures))))
     (is (null (set-difference (list-all-packages) packages)))))
+
+;;; FORMAT.md's examples ----------------------------------------------------
+
+(defun example-octets (data &rest options)
+  "The bytes STORE writes for DATA with OPTIONS, by default as FORMAT.md's
+examples are written: no header, objects tracked, conses not (the record
+form without a tracking tag)."
+  (coerce (apply #'binstore:store nil data
+                 (append options '(:output-magic-number nil
+                                   :support-shared-list-structures nil)))
+          'list))
+
+(defun format-md-example-rows ()
+  "The rows (value bytes) of FORMAT.md's table of examples."
+  (let ((lines (member "## Examples" (format-md-lines) :test #'string=)))
+    (loop for line in (rest lines)
+          until (and (plusp (length line)) (char= (char line 0) #\#))
+          for cells = (table-cells line)
+          when (and cells (not (string= (first cells) "value"))
+                    (not (every (lambda (c) (char= c #\-)) (first cells))))
+            collect cells)))
+
+(defun hex-octets (text)
+  "The octets of TEXT, two-digit hexadecimal numbers between backquotes and spaces."
+  (let ((text (remove #\` text)))
+    (loop for start = (position #\Space text :test #'char/=)
+            then (position #\Space text :start end :test #'char/=)
+          while start
+          for end = (or (position #\Space text :start start) (length text))
+          collect (parse-integer text :start start :end end :radix 16))))
+
+(test format-md-examples-are-what-store-writes
+  "Every row of FORMAT.md's table of examples is what STORE writes for its
+value, byte for byte, and every example here is a row."
+  (let* ((ab (coerce "ab" 'simple-base-string))
+         (circle (list 1 2))
+         (examples
+           `(("`0`" ,(example-octets 0))
+             ("`-1`" ,(example-octets -1))
+             ("`200`" ,(example-octets 200))
+             ("`1000`" ,(example-octets 1000))
+             ("`(1 2)`" ,(example-octets '(1 2)))
+             ("`(1099511627776 2199023255552)` (2^40, 2^41)"
+              ,(example-octets (list (expt 2 40) (expt 2 41))))
+             ("`(1 . 2)`" ,(example-octets '(1 . 2)))
+             ("`\"hi\"` (base string)" ,(example-octets (coerce "hi" 'simple-base-string)))
+             ("`:foo`" ,(example-octets :foo))
+             ("`#(1 #(2))`" ,(example-octets #(1 #(2))))
+             ("`1.5d0`" ,(example-octets 1.5d0))
+             ("an `(unsigned-byte 8)` vector of 1, 2, 255"
+              ,(example-octets (make-array 3 :element-type '(unsigned-byte 8)
+                                             :initial-contents '(1 2 255))))
+             ("a `(signed-byte 16)` vector of −2, −2"
+              ,(example-octets (make-array 2 :element-type '(signed-byte 16)
+                                             :initial-element -2)))
+             ("two references to one string `\"ab\"`, tracking objects but not conses"
+              ,(example-octets (list ab ab)))
+             ("the same without reference tracking"
+              ,(example-octets (list ab ab) :track-references nil))
+             ("a circular list `#1=(1 2 . #1#)`, shared list structures"
+              ,(progn (setf (cddr circle) circle)
+                      (coerce (binstore:store nil circle :output-magic-number nil) 'list)))
+             ("`1`, with `store`'s defaults (header, full tracking)"
+              ,(coerce (binstore:store nil 1) 'list))
+             ("`1` and `2` stored as separate objects, no header"
+              ,(coerce (binstore:store nil '(1 2) :as-separate-objects t :output-magic-number nil)
+                       'list))))
+         (rows (format-md-example-rows)))
+    (is (= (length examples) (length rows)) "~d examples here, ~d rows in FORMAT.md"
+        (length examples) (length rows))
+    (dolist (example examples)
+      (destructuring-bind (value octets) example
+        (let ((row (find value rows :key #'first :test #'string=)))
+          (is (and row (equal octets (hex-octets (second row))))
+              "~a: FORMAT.md says ~a, store writes ~{~2,'0X~^ ~}"
+              value (second row) octets))))))
