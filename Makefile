@@ -18,7 +18,7 @@
 #                             tools (DATASETS="people" for part of it)
 #   make test-all             make test, then the portable tests on the
 #                             Lisps make test leaves out (TEST_OTHER_LISPS)
-#   make bench-portable       bench/portable.lisp on SBCL and on ECL
+#   make bench-portable       bench/portable.lisp on SBCL, ECL and CLISP
 #   make test-abcl            the portable tests on ABCL (not part of make test)
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
@@ -76,13 +76,21 @@ bench-deps: deps
 test: deps quiet-build check-layers cli test-ecl test-clisp
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
 
-# bench/portable.lisp on SBCL and on ECL (installed when missing), one table
-# each: what a data set costs on either Lisp, measured the same way.
+# bench/portable.lisp on SBCL, ECL and CLISP (installed when missing), one
+# table each: what a data set costs on each Lisp, measured the same way.
+# CLISP takes one process per data set (it has stalled in a full GC after
+# two sets in one) and one run of each (it is 300-800 times slower).
+PORTABLE_SETS = random-fixnums random-double-floats complex-list ub8-vectors \
+  double-vectors double-matrices structures base-strings
 bench-portable:
-	@./tools/ensure-packages ecl:$(ECL)
+	@./tools/ensure-packages ecl:$(ECL) clisp:$(CLISP)
 	$(SBCL_RUN) --load bench/portable.lisp --eval '(binstore-portable-bench:run)'
 	$(ECL) --norc --load bench/portable.lisp --eval '(binstore-portable-bench:run)' \
 	  --eval '(ext:quit)' </dev/null
+	@title=t; for set in $(PORTABLE_SETS); do \
+	  $(CLISP) -q -norc -i bench/portable.lisp \
+	    -x "(progn (binstore-portable-bench:run :names (list \"$$set\") :runs 1 :title $$title) (values))" \
+	    </dev/null || exit 1; title=nil; done
 
 # The portable tests (tests/portable/: each case stored gives the bytes
 # written on SBCL in golden.sexp, and restores) on ECL, which is installed
