@@ -537,18 +537,31 @@ simulated kernel says huge pages work, whatever this machine has.)"
         (dolist (huge '(t nil))
           (let ((binstore:*huge-pages* huge))
             (dolist (short '(t nil))
-              (let ((runway (binstore::make-runway)))
-                (binstore::look-at-runway runway nil (sb-ext:dynamic-space-size))
-                (move-point 0 30)
-                (let* ((room (to-boundary))
-                       ;; the look's own need is two looks: the reach ends
-                       ;; 8 KB before the boundary, or 8 KB past it
-                       (reach (max 0 (- room (* 2 binstore::+look-bytes+)
-                                        (if short (* 8 kb) (* -8 kb))))))
-                  (binstore::look-at-runway runway nil reach)
-                  (when (and (plusp (binstore::allocation-point nil))
-                             (> room (* 40 kb)))    ; the point did not pass it
-                    (if (and short huge)
-                        (is (= 0 (binstore::runway-end runway)) "short of the boundary: left as it was")
-                        (is (< 0 (binstore::runway-end runway)) "extended")))))))))
+              ;; the case needs the point well short of the next boundary:
+              ;; set up again, past it, until it is, at most 20 times
+              (let ((end nil) (passed '()))
+                (loop repeat 20
+                      until end
+                      do (let ((runway (binstore::make-runway)))
+                           (binstore::look-at-runway runway nil (sb-ext:dynamic-space-size))
+                           (move-point 0 30)
+                           (let* ((room (to-boundary))
+                                  ;; the look's own need is two looks: the reach
+                                  ;; ends 8 KB before the boundary, or 8 KB past it
+                                  (reach (max 0 (- room (* 2 binstore::+look-bytes+)
+                                                   (if short (* 8 kb) (* -8 kb))))))
+                             (binstore::look-at-runway runway nil reach)
+                             (if (and (plusp (binstore::allocation-point nil))
+                                     (> room (* 40 kb))) ; the point did not pass it
+                                 (setf end (binstore::runway-end runway))
+                                 ;; past the boundary for the next try
+                                 (push (make-array (+ room (* 8 kb)) :element-type '(unsigned-byte 8))
+                                       passed)))))
+                (is-true end "huge ~a, short ~a: the point was near a boundary in each of 20 tries"
+                         huge short)
+                (is (every #'vectorp passed))
+                (when end
+                  (if (and short huge)
+                      (is (= 0 end) "short of the boundary: left as it was")
+                      (is (< 0 end) "extended"))))))))
       (is (every #'vectorp (subseq keep 0 30))))))

@@ -761,30 +761,41 @@ proportion to how far its point has moved against the other's."
   "A look made before an object of BYTES is allocated (one of up to
 SB-VM:LARGE-OBJECT-SIZE, which SBCL puts at the allocation point) extends
 the runway of that kind past the object and two looks more, where it would
-otherwise have been left as long enough for two looks."
-  (let ((vectors (binstore::make-runway))
-        (binstore:*huge-pages* nil)         ; no boundary to stop short of or reach
+otherwise have been left as long enough for two looks.  The case needs the
+point to stay in its region while the runway is made: SBCL may open a new
+one anywhere, so it is set up again until it holds, at most 20 times."
+  (let ((binstore:*huge-pages* nil)         ; no boundary to stop short of or reach
         (reach (* 40 1024))                 ; the first extension: 96 KB with the looks
         (bytes (* 100 1024))
-        (keep (make-array 60)))
+        (keep (make-array 60))
+        (seen nil)
+        (point 0) (end 0) (start-after 0) (end-after 0))
     (flet ((move-point (from to)
              (loop for i from from below to
                    do (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8))))))
-      (binstore::look-at-runway vectors nil reach)
-      (move-point 0 50)
-      (binstore::look-at-runway vectors nil reach)
-      (move-point 50 60)
-      (let ((point (binstore::allocation-point nil))
-            (end (binstore::runway-end vectors)))
-        (when (and (< 0 point end) (>= (- end point) (* 2 binstore::+look-bytes+)))
-          (binstore::look-at-runway vectors nil reach bytes)
-          ;; (checked after the look: a check conses, which moves the point)
-          ;; long enough for two looks, not for the object as well
-          (is (< (- end point) (+ bytes (* 2 binstore::+look-bytes+))))
-          (is (= point (binstore::runway-start vectors)))
-          (is (<= (min (binstore::heap-end) (+ point bytes (* 2 binstore::+look-bytes+)))
-                  (binstore::runway-end vectors))))
-        (is (every #'vectorp keep))))))
+      (loop repeat 20
+            until seen
+            do (let ((vectors (binstore::make-runway)))
+                 (binstore::look-at-runway vectors nil reach)
+                 (move-point 0 50)
+                 (binstore::look-at-runway vectors nil reach)
+                 (move-point 50 60)
+                 (setf point (binstore::allocation-point nil)
+                       end (binstore::runway-end vectors))
+                 (when (and (< 0 point end) (>= (- end point) (* 2 binstore::+look-bytes+)))
+                   (binstore::look-at-runway vectors nil reach bytes)
+                   ;; read before any check: a check conses, which moves the point
+                   (setf start-after (binstore::runway-start vectors)
+                         end-after (binstore::runway-end vectors)
+                         seen t))))
+      (is-true seen "the allocation point left its runway in each of 20 tries")
+      (when seen
+        ;; long enough for two looks, not for the object as well
+        (is (< (- end point) (+ bytes (* 2 binstore::+look-bytes+))))
+        (is (= point start-after))
+        (is (<= (min (binstore::heap-end) (+ point bytes (* 2 binstore::+look-bytes+)))
+                end-after)))
+      (is (every #'vectorp keep)))))
 
 (test (runway-reach-leaves-out-the-object-about-to-be-made :fixture format-2-defaults)
   "RUNWAY-REACH, from input in memory, is what the rest of the input promises
