@@ -90,6 +90,9 @@ for other systems' files."
                  (:file "stack" :if-feature :sbcl :depends-on ("memory"))
                  (:file "threads" :if-feature :sbcl)
                  (:file "sbcl/types" :if-feature :sbcl)
+                 ;; what SBCL, ECL and CLISP answer alike: the standard's
+                 ;; simple arrays, a stack the readers check
+                 (:file "standard-arrays" :if-feature (:not :abcl))
                  (:file "ecl/memory" :if-feature :ecl)
                  (:file "ecl/os" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/runtime" :if-feature :ecl :depends-on ("ecl/memory"))
@@ -127,7 +130,7 @@ for other systems' files."
                  (:file "abcl/stack" :if-feature :abcl)
                  (:file "abcl/threads" :if-feature :abcl)
                  ;; what ECL, CLISP and ABCL answer alike: no prefaulting,
-                 ;; types by TYPEP, boxed structure slots
+                 ;; types by TYPEP, boxed structure slots, adjustable arrays
                  (:file "portable/without-internals" :if-feature (:or :ecl :clisp :abcl)
                   :depends-on ((:feature :ecl "ecl/os") (:feature :ecl "ecl/objects")
                                (:feature :clisp "clisp/os") (:feature :clisp "clisp/objects")

@@ -276,23 +276,3 @@ the unbound marker for an unbound slot (UNBOUND-MARKER-P)."
   "Set the slot at INDEX (never called on CLISP, which has no raw slots)."
   (declare (ignore kind))
   (sys::%record-store instance index value))
-
-;;; Simple one-dimensional arrays, as TYPEP tests them (ABCL's TYPEP takes
-;;; an adjustable vector for a (SIMPLE-ARRAY * (*)): its platform says
-;;; otherwise).
-
-(deftype simple-1d-array ()
-  "A simple one-dimensional array of any element type: on CLISP
-(SIMPLE-ARRAY * (*))."
-  '(simple-array * (*)))
-
-(deftype simple-octet-vector ()
-  "A simple vector of octets: on CLISP (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))."
-  '(simple-array (unsigned-byte 8) (*)))
-
-(defmacro with-stack-overflow-refused ((ibuf) &body body)
-  "Run BODY, a decoder reading from IBUF: on CLISP BODY itself, as its readers
-check the stack (STACK-EXHAUSTED-P) before it overflows.  (ABCL's cannot:
-there the overflow becomes RESTORE-LIMIT-EXCEEDED.)"
-  (declare (ignore ibuf))
-  `(progn ,@body))

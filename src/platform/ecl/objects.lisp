@@ -258,15 +258,6 @@ character beyond ASCII copied into a character string."
       (coerce string '(simple-array character (*)))
       string))
 
-(declaim (inline format-adjustable-p))
-(defun format-adjustable-p (array)
-  "True when the format calls ARRAY adjustable: as SBCL's
-ADJUSTABLE-ARRAY-P, when ARRAY is not simple (made adjustable, or with a
-fill pointer, or displaced); ECL's is true only of the first."
-  (or (adjustable-array-p array)
-      (array-has-fill-pointer-p array)
-      (and (array-displacement array) t)))
-
 ;;; Symbols and packages.
 
 (declaim (inline find-symbol-prefix))
@@ -418,23 +409,3 @@ HASH-TABLE-REHASH-THRESHOLD."
   "TABLE's test as the format names it (EQ, EQL, EQUAL, EQUALP or the name
 of a test of the user's): on ECL its HASH-TABLE-TEST."
   (hash-table-test table))
-
-;;; Simple one-dimensional arrays, as TYPEP tests them (ABCL's TYPEP takes
-;;; an adjustable vector for a (SIMPLE-ARRAY * (*)): its platform says
-;;; otherwise).
-
-(deftype simple-1d-array ()
-  "A simple one-dimensional array of any element type: on ECL
-(SIMPLE-ARRAY * (*))."
-  '(simple-array * (*)))
-
-(deftype simple-octet-vector ()
-  "A simple vector of octets: on ECL (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))."
-  '(simple-array (unsigned-byte 8) (*)))
-
-(defmacro with-stack-overflow-refused ((ibuf) &body body)
-  "Run BODY, a decoder reading from IBUF: on ECL BODY itself, as its readers
-check the stack (STACK-EXHAUSTED-P) before it overflows.  (ABCL's cannot:
-there the overflow becomes RESTORE-LIMIT-EXCEEDED.)"
-  (declare (ignore ibuf))
-  `(progn ,@body))

@@ -2,8 +2,9 @@
 ;;; whose memory is the portable layer's (Lisp vectors) and whose every
 ;;; string is a base string: the words of a string, the element types as
 ;;; the format names them, which strings are the format's base strings,
-;;; when an array is adjustable, and symbols looked up by a prefix of a
-;;; name.  ECL's answers are in src/platform/ecl/objects.lisp.
+;;; and symbols looked up by a prefix of a name.  ECL's answers are in
+;;; src/platform/ecl/objects.lisp; when an array is adjustable is in
+;;; without-internals.lisp, as ECL answers it alike.
 
 (in-package #:binstore)
 
@@ -73,15 +74,6 @@ does not take first): every simple string."
 (defmacro format-string (string)
   "STRING as the format writes its characters: STRING itself."
   string)
-
-(declaim (inline format-adjustable-p))
-(defun format-adjustable-p (array)
-  "True when the format calls ARRAY adjustable: as SBCL's
-ADJUSTABLE-ARRAY-P, when ARRAY is not simple (made adjustable, or with a
-fill pointer, or displaced); CLISP's is true only of the first."
-  (or (adjustable-array-p array)
-      (array-has-fill-pointer-p array)
-      (and (array-displacement array) t)))
 
 ;;; Symbols and packages.
 

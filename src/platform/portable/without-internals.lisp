@@ -56,3 +56,15 @@ class CLASS with every slot unbound."
 (defun parsed-type-specifier (parsed-type)
   "A type specifier for PARSED-TYPE."
   parsed-type)
+
+;;; Arrays: adjustable as the format means it.
+
+(declaim (inline format-adjustable-p))
+(defun format-adjustable-p (array)
+  "True when the format calls ARRAY adjustable: as SBCL's
+ADJUSTABLE-ARRAY-P, when ARRAY is not simple (made adjustable, or with a
+fill pointer, or displaced); ECL's, CLISP's and ABCL's are true only of
+the first."
+  (or (adjustable-array-p array)
+      (array-has-fill-pointer-p array)
+      (and (array-displacement array) t)))

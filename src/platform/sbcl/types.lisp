@@ -96,23 +96,3 @@ HASH-TABLE-REHASH-THRESHOLD."
   "TABLE's test as the format names it (EQ, EQL, EQUAL, EQUALP or the name
 of a test of the user's): on SBCL its HASH-TABLE-TEST."
   `(hash-table-test ,table))
-
-;;; Simple one-dimensional arrays, as TYPEP tests them (ABCL's TYPEP takes
-;;; an adjustable vector for a (SIMPLE-ARRAY * (*)): its platform says
-;;; otherwise).
-
-(deftype simple-1d-array ()
-  "A simple one-dimensional array of any element type: on SBCL
-(SIMPLE-ARRAY * (*))."
-  '(simple-array * (*)))
-
-(deftype simple-octet-vector ()
-  "A simple vector of octets: on SBCL (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))."
-  '(simple-array (unsigned-byte 8) (*)))
-
-(defmacro with-stack-overflow-refused ((ibuf) &body body)
-  "Run BODY, a decoder reading from IBUF: on SBCL BODY itself, as its readers
-check the stack (STACK-EXHAUSTED-P) before it overflows.  (ABCL's cannot:
-there the overflow becomes RESTORE-LIMIT-EXCEEDED.)"
-  (declare (ignore ibuf))
-  `(progn ,@body))

@@ -1,0 +1,24 @@
+;;;; What SBCL, ECL and CLISP answer alike, as the standard says it: the
+;;;; simple one-dimensional arrays binstore dispatches on are what TYPEP
+;;;; makes of the standard type specifiers, and the decoder needs no guard
+;;;; against the control stack's overflow, as its readers check the stack
+;;;; (STACK-EXHAUSTED-P) before it overflows.  ABCL's answers differ: its
+;;;; TYPEP takes an adjustable vector for a (SIMPLE-ARRAY * (*))
+;;;; (abcl/objects.lisp), and its overflow becomes RESTORE-LIMIT-EXCEEDED
+;;;; (abcl/stack.lisp).
+
+(in-package #:binstore)
+
+(deftype simple-1d-array ()
+  "A simple one-dimensional array of any element type: (SIMPLE-ARRAY * (*))."
+  '(simple-array * (*)))
+
+(deftype simple-octet-vector ()
+  "A simple vector of octets: (SIMPLE-ARRAY (UNSIGNED-BYTE 8) (*))."
+  '(simple-array (unsigned-byte 8) (*)))
+
+(defmacro with-stack-overflow-refused ((ibuf) &body body)
+  "Run BODY, a decoder reading from IBUF: BODY itself, as its readers check
+the stack (STACK-EXHAUSTED-P) before it overflows."
+  (declare (ignore ibuf))
+  `(progn ,@body))
