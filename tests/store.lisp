@@ -107,6 +107,27 @@ every start and end within its first and last words."
                              (call-with-crc32c-tables-only
                               (lambda () (binstore::crc32c octets :start start :end end)))))))))
 
+(test crc32c-in-three-lanes
+  "Inputs long enough for CRC32C's stripes of three lanes (three times
++CRC32C-LANE-BYTES+ and more), at lengths just under, at and over a whole
+number of stripes and from unaligned starts, give what the tables alone
+and the bitwise CRC give."
+  (let* ((random (make-random-state t))
+         (lane binstore::+crc32c-lane-bytes+)
+         (octets (coerce (loop repeat (+ (* 7 lane) 64) collect (random 256 random))
+                         '(simple-array (unsigned-byte 8) (*)))))
+    (dolist (length (list (1- (* 3 lane)) (* 3 lane) (1+ (* 3 lane)) (+ (* 3 lane) 8)
+                          (* 6 lane) (+ (* 6 lane) 13) (+ (* 7 lane) 57)))
+      (dolist (start '(0 1 5))
+        (let ((end (+ start length)))
+          (is (= (call-with-crc32c-tables-only
+                  (lambda () (binstore::crc32c octets :start start :end end)))
+                 (binstore::crc32c octets :start start :end end))
+              "length ~d from ~d" length start)
+          (is (= (bit-crc32c (subseq octets start end))
+                 (binstore::crc32c octets :start start :end end))
+              "length ~d from ~d, bitwise" length start))))))
+
 ;;; Roots and transactions
 
 (test roots-round-trip
@@ -297,8 +318,10 @@ store signal TRANSACTION-ERROR, a STORE-ERROR, naming the store's file."
   "With :DURABILITY :NONE the first commit to a file written with :FSYNC
 replaces it with one whose header allows commits in place; the next ones
 are made in place: the file keeps its inode, the payload alternates
-between just after the header and just after the live one, the file stays
-within three payloads, and every state is read by another store."
+between just after the header and just after the live one, the file is
+never more than four times as long as the payload's end (it is cut when
+it would be, after a large state gives way to a small one), and every
+state is read by another store."
   (with-store-file (path)
     (put-roots path :a "x")
     (let ((inode nil)
@@ -315,13 +338,27 @@ within three payloads, and every state is read by another store."
                  (let ((octets (file-octets path)))
                    (push (le-field octets 24 8) offsets)
                    (is (= 2 (le-field octets 8 2)))
-                   (is (<= (length octets) (+ 56 (* 3 (le-field octets 32 8))))))
+                   (is (<= (length octets)
+                           (* 4 (+ (le-field octets 24 8) (le-field octets 32 8))))))
                  (is (= inode (file-inode path)))
                  (binstore:with-store (other path :read-only t)
                    (is (= length (length (binstore:with-transaction (other)
                                            (binstore:root other :a))))))))
       (is (member 56 offsets))
       (is (find-if (lambda (offset) (> offset 56)) offsets))
+      ;; a large state, then a small one: the file is cut to the small
+      ;; one's end once it is more than four times that
+      (binstore:with-store (store path :durability :none)
+        (binstore:with-transaction (store)
+          (setf (binstore:root store :a) (make-string 50000 :initial-element #\l)))
+        (is (< 50000 (length (file-octets path))))
+        (dotimes (i 2)
+          (binstore:with-transaction (store)
+            (setf (binstore:root store :a) (format nil "small ~d" i))))
+        (let ((octets (file-octets path)))
+          (is (< (length octets) 1000))
+          (is (= (length octets) (+ (le-field octets 24 8) (le-field octets 32 8))))
+          (is (= inode (file-inode path)))))
       ;; a commit with :FSYNC makes the file whole again: payload at 56,
       ;; the file exactly as long as header and payload
       (put-roots path :a "z")

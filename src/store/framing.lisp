@@ -60,13 +60,25 @@ it reads.")
 
 ;;; Little-endian fields -----------------------------------------------------
 
+(declaim (inline octets-le (setf octets-le)))
 (defun octets-le (octets offset bytes)
-  "The unsigned integer of BYTES bytes at OFFSET in OCTETS, little-endian."
-  (loop for k below bytes
-        sum (ash (aref octets (+ offset k)) (* 8 k))))
+  "The unsigned integer of BYTES (1 to 8) bytes at OFFSET in OCTETS, an
+octet vector, little-endian."
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets)
+           (type index offset) (type (integer 1 8) bytes))
+  (let ((value 0))
+    (declare (type (unsigned-byte 64) value))
+    (loop for k from (1- bytes) downto 0
+          do (setf value (logior (logand (ash value 8) #xFFFFFFFFFFFFFFFF)
+                                 (aref octets (+ offset k)))))
+    value))
 
 (defun (setf octets-le) (value octets offset bytes)
-  "Write VALUE as BYTES bytes at OFFSET in OCTETS, little-endian."
+  "Write VALUE, an (unsigned-byte 64) under 2^(8 BYTES), as BYTES (1 to 8)
+bytes at OFFSET in OCTETS, an octet vector, little-endian."
+  (declare (type (unsigned-byte 64) value)
+           (type (simple-array (unsigned-byte 8) (*)) octets)
+           (type index offset) (type (integer 1 8) bytes))
   (loop for k below bytes
         do (setf (aref octets (+ offset k)) (ldb (byte 8 (* 8 k)) value)))
   value)
@@ -266,7 +278,7 @@ failing write signals STORE-ERROR (a full disk)."
   "Commit in place to the store file open on FD, OLD-SIZE bytes long: write
 PAYLOAD at OFFSET, where no byte of the live payload is, then the HEADER
 octets (which name it) at 0, then cut the file to NEW-SIZE when it is
-longer.  The header is
+longer (NEW-SIZE is at least the payload's end).  The header is
 the commit: 56 bytes in one page, written by one pwrite(2) that a killed
 process either completes or never starts, so a crash leaves the old state
 or the new one.  Failures signal BINSTORE-FILE-ERROR about PLACE, before

@@ -254,6 +254,19 @@ byte of the live payload nor of the header."
         +store-header-bytes+
         (+ live (length (snapshot-payload snapshot))))))
 
+(defun in-place-file-size (old-size end)
+  "The size a store file of OLD-SIZE bytes is left at by a commit in place
+whose payload ends at END: cut to END only when the file is more than four
+times that, else as it is (or END, when that is longer).  Bytes past the
+payload belong to no state, but cutting them at every commit cost a
+truncation and, at the next commit past the end, new blocks (the cycle of
+three places a growing payload takes, IN-PLACE-OFFSET, reaches about three
+payloads); so they are kept while they are at most three quarters of
+the file."
+  (if (> old-size (* 4 end))
+      end
+      (max old-size end)))
+
 (defun commit-payload (store snapshot payload holder)
   "Make PAYLOAD the state of STORE's file, whose state is SNAPSHOT, unless
 it equals SNAPSHOT's payload byte for byte; to be called with the store's
@@ -280,6 +293,7 @@ file, unsynced, with one whose header does."
                (= (snapshot-longest snapshot) +any-file-length+))
           (let* ((offset (in-place-offset snapshot (length payload)))
                  (end (+ offset (length payload)))
+                 (size (in-place-file-size (snapshot-size snapshot) end))
                  ;; any length: a commit in place that fails or is killed
                  ;; while writing its payload past the end leaves the file
                  ;; longer, with this state intact
@@ -288,7 +302,7 @@ file, unsynced, with one whose header does."
             (flet ((write-in-place (fd errno)
                      (when errno
                        (errno-fail place errno "cannot open the store file ~a" file))
-                     (write-store-in-place fd header payload offset end
+                     (write-store-in-place fd header payload offset size
                                            (snapshot-size snapshot) place)))
               (let ((kept (car holder)))
                 (if (and kept (kept-file-writable kept))
@@ -297,7 +311,7 @@ file, unsynced, with one whose header does."
                                        #'write-in-place))))
             (setf (persistent-store-snapshot store)
                   (make-snapshot generation nonce (header-payload-crc header) payload
-                                 +store-version+ offset end +any-file-length+)))
+                                 +store-version+ offset size +any-file-length+)))
           (let* ((end (+ +store-header-bytes+ (length payload)))
                  (longest (if (eq (persistent-store-durability store) :none) +any-file-length+ end))
                  (header (encode-store-header generation nonce +store-header-bytes+ payload
