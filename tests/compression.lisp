@@ -385,6 +385,31 @@ concatenated in one file too."
                     (is (equal '(small record) (first seen)))
                     (is (same-data-p datum (second seen))))))))))
 
+(test lz4-frames-check-each-block
+  "binstore's LZ4 frames have linked 64 KiB blocks, each with its checksum,
+and no checksum of the whole content (a second pass of xxHash over every
+byte, which doubled the time of decompressing an incompressible record):
+the frame descriptor's bytes are exactly 04 22 4D 18, then FLG #x50 and BD
+#x40.  A byte changed in a later block's data is refused by that block's
+checksum."
+  (let* ((datum (make-array 300000 :element-type '(unsigned-byte 8)))
+         (random (make-random-state t)))
+    (dotimes (i (length datum))
+      (setf (aref datum i) (random 256 random)))
+    (let ((octets (binstore:store nil datum :compression :lz4)))
+      (is (equalp #(#x04 #x22 #x4D #x18 #x50 #x40) (subseq octets 0 6)))
+      (is (equalp datum (binstore:restore octets)))
+      ;; random bytes do not compress: the blocks are stored, 64 KiB each
+      ;; with a 4-byte size before and a 4-byte checksum after
+      (let ((copy (copy-seq octets))
+            (in-third-block (+ 7 (* 2 (+ 4 65536 4)) 4 1000)))
+        (setf (aref copy in-third-block) (logxor #x01 (aref copy in-third-block)))
+        (let ((condition (handler-case (progn (binstore:restore copy) nil)
+                           (binstore:invalid-input (c) c))))
+          (is (typep condition 'binstore:invalid-input))
+          (is (typep (and condition (binstore:restore-error-offset condition))
+                     `(integer 0 ,(length copy)))))))))
+
 ;;; The option ----------------------------------------------------------------
 
 (test malformed-compression-options-are-refused

@@ -1,9 +1,9 @@
 ;;;; LZ4: a compressing sink and a decompressing source over liblz4's frame
 ;;;; API (LZ4F_compressBegin/Update/End, LZ4F_decompress).
 ;;;;
-;;;; Frames have 64 KiB linked blocks, each with a checksum, and a checksum of
-;;;; the whole content: a corrupt block is refused before any of its bytes
-;;;; is given out.
+;;;; Frames have 64 KiB linked blocks, each with a checksum: a corrupt block
+;;;; is refused before any of its bytes is given out.  (No checksum of the
+;;;; whole content: see WITH-LZ4-PREFERENCES.)
 
 (in-package #:binstore)
 
@@ -29,7 +29,7 @@ failed."
                      (:constructor %make-lz4-sink (inner level)))
   "A byte sink that compresses the bytes it is given into one LZ4 frame at
 LEVEL (0 to 2: the fast compressor; 3 to 12: LZ4 HC; negative: faster
-still), with block and content checksums, and gives the frame to the byte
+still), with a checksum of each block, and gives the frame to the byte
 sink INNER, in blocks of at most 128 KiB as they come.  CHUNK is the most
 it gives LZ4F_compressUpdate at once, so that the output always fits the
 buffer.  SINK-FINISH ends the frame and returns INNER's SINK-FINISH value;
