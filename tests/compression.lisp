@@ -743,6 +743,62 @@ without, the frame holds the plain record."
              (with-open-file (in path :element-type '(unsigned-byte 8))
                (is (same-data-p datum (binstore:restore in)))))))))))
 
+(defun container-chunks (content)
+  "The chunks of the shuffle container CONTENT (a frame's content, #x5F #x01
+first): a list of (kind bytes), in order."
+  (let ((i 2) (chunks '()))
+    (loop while (< i (length content))
+          do (let ((kind (aref content i)) (n 0) (shift 0))
+               (incf i)
+               (loop for byte = (aref content i)
+                     do (incf i)
+                        (setf n (logior n (ash (ldb (byte 7 0) byte) shift)))
+                        (incf shift 7)
+                     while (logbitp 7 byte))
+               (push (list kind n) chunks)
+               (incf i n)))
+    (nreverse chunks)))
+
+(test shuffle-runs-span-neighbouring-payloads
+  "Payloads of one width a few bytes apart are shuffled as one run, as blosc
+shuffles a block: fifty vectors of 100 doubles in a list make one shuffled
+chunk of whole elements, not fifty; payloads of another width, or farther
+apart than +MAX-SHUFFLE-GAP+, begin a run of their own; a run longer than
++MAX-SHUFFLE-CHUNK+ is cut into chunks of that size.  Every case restores
+to the data."
+  (flet ((chunks (datum method)
+           (let ((octets (binstore:store nil datum :compression (list method :shuffle t))))
+             (is (same-data-p datum (binstore:restore octets)))
+             (container-chunks (frame-content octets method))))
+         (doubles (n seed)
+           (let ((v (make-array n :element-type 'double-float)))
+             (dotimes (i n v) (setf (aref v i) (+ seed (* i 0.5d0))))))
+         (singles (n)
+           (let ((v (make-array n :element-type 'single-float)))
+             (dotimes (i n v) (setf (aref v i) (* i 0.25f0))))))
+    (dolist (method '(:zstd :lz4))
+      (let ((shuffled (remove 0 (chunks (loop for k below 50 collect (doubles 100 k)) method)
+                              :key #'first)))
+        (is (= 1 (length shuffled)) "~s: ~s" method shuffled)
+        (is (= 8 (first (first shuffled))))
+        (is (< (* 50 800) (second (first shuffled)) (* 50 816))))
+      (let ((kinds (mapcar #'first (remove 0 (chunks (list (doubles 100 1) (doubles 100 2)
+                                                           (singles 100) (singles 100))
+                                                     method)
+                                           :key #'first))))
+        (is (equal '(8 4) kinds) "~s: ~s" method kinds))
+      (let ((kinds (mapcar #'first (remove 0 (chunks (list (doubles 100 1)
+                                                           (make-string 200 :initial-element #\a)
+                                                           (doubles 100 2))
+                                                     method)
+                                           :key #'first))))
+        (is (equal '(8 8) kinds) "~s: ~s" method kinds))
+      (let ((sizes (mapcar #'second (remove 0 (chunks (doubles 300000 0) method) :key #'first))))
+        (is (equal (list binstore::+max-shuffle-chunk+ binstore::+max-shuffle-chunk+
+                         (- (* 8 300000) (* 2 binstore::+max-shuffle-chunk+)))
+                   sizes)
+            "~s: ~s" method sizes)))))
+
 (test shuffle-puts-byte-j-of-element-i-at-j-m-plus-i
   "The layout doc/FORMAT.md gives, for every width, and its inverse, on
 lengths that are and are not multiples of eight elements."

@@ -166,7 +166,10 @@ INNER through OUTPUT, a buffer of +FILTER-BUFFER-BYTES+.  STATE is :NEW
 SHUFFLE, the frame's content is a shuffle container (shuffle.lisp): OFFSET
 counts the bytes given so far, RANGES holds the payloads the encoder noted,
 \(start end width) from RANGE-HEAD on, and SCRATCH the bytes of a chunk
-shuffled."
+shuffled.  A shuffle run is open when RUN-WIDTH is not 0: the record's
+bytes from the start of a payload on, through the payloads of that width
+that follow it closely, gather in RUN (RUN-FILL of them) to be shuffled as
+one chunk; RUN-UNTIL is the offset where the last payload taken in ends."
   (cell (make-context-cell) :type context-cell)
   (output nil)
   (state :new)
@@ -175,7 +178,12 @@ shuffled."
   (ranges nil)
   (range-head 0 :type index)
   (scratch (make-array 0 :element-type '(unsigned-byte 8))
-   :type (simple-array (unsigned-byte 8) (*))))
+   :type (simple-array (unsigned-byte 8) (*)))
+  (run (make-array 0 :element-type '(unsigned-byte 8))
+   :type (simple-array (unsigned-byte 8) (*)))
+  (run-fill 0 :type index)
+  (run-width 0 :type (member 0 2 4 8))
+  (run-until 0 :type index))
 
 (defgeneric compress-octets (sink octets start end)
   (:documentation "Compress the bytes of OCTETS from START below END, the
