@@ -138,7 +138,7 @@ def zstd_level(clevel):
 def blosc_on_file(path):
     octets = open(path, "rb").read()
     for typesize, shuffle in ((1, blosc.NOSHUFFLE), (8, blosc.SHUFFLE)):
-        for cname, clevel in (("zstd", 1), ("zstd", 3), ("zstd", 5), ("lz4", 5)):
+        for cname, clevel in (("zstd", 1), ("zstd", 2), ("zstd", 3), ("zstd", 5), ("lz4", 5)):
             packed = blosc.compress(octets, typesize=typesize, clevel=clevel, shuffle=shuffle,
                                     cname=cname)
             assert blosc.decompress(packed) == octets
