@@ -129,6 +129,12 @@ compressed octets, and a function of those octets returning the data."
           (tool "zstd tool -1" "zstd" '("-1" "-c" "-q"))
           (tool "zstd tool -3" "zstd" '("-3" "-c" "-q"))
           (tool "zstd tool -9" "zstd" '("-9" "-c" "-q"))
+          ;; what two threads buy the tool itself on this machine, with
+          ;; binstore's job size (the tool's own, 8 MiB at level 3, would
+          ;; leave most data sets to one thread): the yardstick for
+          ;; binstore's workers
+          (tool "zstd tool -3 single-thread" "zstd" '("-3" "-c" "-q" "--single-thread"))
+          (tool "zstd tool -3 2 threads" "zstd" '("-3" "-c" "-q" "-T2" "-B1048576"))
           (tool "lz4 tool" "lz4" '("-1" "-c" "-q"))
           (tool "gzip -1" "gzip" '("-1" "-c"))
           (tool "gzip -6" "gzip" '("-6" "-c")))))
@@ -266,7 +272,18 @@ when it could not run."
                     "zstd -3 store+compress with ~d worker~:p (the caller's thread encoding, ~:*~d ~
                      compressing) >= 1.6x faster than all in the caller's thread, on the larger ~
                      data sets (noisy: 2 cores, shared): ~{~{~a ~,2fx~}~^, ~}"
-                    workers speedups))))))))
+                    workers speedups))))
+        ;; the same question put to the zstd tool, on the same bytes
+        (let ((speedups (loop for d in datasets
+                              for plain = (row rows d "plain")
+                              for one = (row rows d "zstd tool -3 single-thread")
+                              for two = (row rows d "zstd tool -3 2 threads")
+                              when (and plain one two (>= (third plain) *large-bytes*))
+                                collect (list d (/ (fourth one) (fourth two))))))
+          (when speedups
+            (format s "- (the zstd tool on the same data, store then `zstd -3 -T2 -B1048576` ~
+                       against store then `zstd -3 --single-thread`: ~{~{~a ~,2fx~}~^, ~})~%"
+                    speedups)))))))
 
 (defun compression-report (&key (datasets *compression-datasets*))
   "Run the compression benchmark on DATASETS (names of standard data sets,
