@@ -25,9 +25,11 @@
 ;;;; the decoder the record's bytes, so the decoder knows nothing of it
 ;;;; either; it reads frames with and without a container alike.
 ;;;;
-;;;; A payload longer than one of the encoder's windows comes in pieces; a
-;;;; piece's partial elements at either end go out as plain chunks, so that
-;;;; every shuffled chunk holds whole elements.
+;;;; The record comes in pieces, one of the encoder's windows at a time; a
+;;;; shuffle run (COMPRESS-CONTAINER-PIECE) gathers the bytes of a payload
+;;;; and of the payloads of its width just after it across pieces, and is
+;;;; shuffled in chunks of whole elements, the bytes of a last partial one
+;;;; going out plain.
 
 (in-package #:binstore)
 
