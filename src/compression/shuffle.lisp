@@ -156,20 +156,19 @@ are checked here, once."
     (compress-chunk-header sink 0 (- end start))
     (compress-octets sink octets start end)))
 
-(defun compress-shuffled-chunks (sink octets start end width)
-  "The bytes of OCTETS from START below END, whole elements of WIDTH bytes,
-shuffled, in chunks of at most +MAX-SHUFFLE-CHUNK+ bytes."
-  (let ((scratch (compressing-sink-scratch sink)))
-    (loop while (< start end)
-          do (let ((n (min (- end start) (- +max-shuffle-chunk+ (mod +max-shuffle-chunk+ width)))))
-               (when (< (length scratch) n)
-                 (setf scratch (make-array (max n +filter-buffer-bytes+)
-                                           :element-type '(unsigned-byte 8))
-                       (compressing-sink-scratch sink) scratch))
-               (shuffle-octets octets start scratch 0 n width)
-               (compress-chunk-header sink width n)
-               (compress-octets sink scratch 0 n)
-               (incf start n)))))
+(defun compress-shuffled-chunk (sink octets count width)
+  "The first COUNT bytes of OCTETS, whole elements of WIDTH bytes and at most
++MAX-SHUFFLE-CHUNK+ of them (a shuffle run's, which never holds more),
+shuffled, as one chunk; nothing when COUNT is 0."
+  (when (plusp count)
+    (let ((scratch (compressing-sink-scratch sink)))
+      (when (< (length scratch) count)
+        (setf scratch (make-array (max count +filter-buffer-bytes+)
+                                  :element-type '(unsigned-byte 8))
+              (compressing-sink-scratch sink) scratch))
+      (shuffle-octets octets 0 scratch 0 count width)
+      (compress-chunk-header sink width count)
+      (compress-octets sink scratch 0 count))))
 
 (defconstant +max-shuffle-gap+ 64
   "The most bytes between two payloads of one width that a shuffle run
@@ -195,7 +194,7 @@ the run is then empty (and still open)."
          (fill (compressing-sink-run-fill sink))
          (width (compressing-sink-run-width sink))
          (whole (* width (floor fill width))))
-    (compress-shuffled-chunks sink run 0 whole width)
+    (compress-shuffled-chunk sink run whole width)
     (compress-plain-chunk sink run whole fill)
     (setf (compressing-sink-run-fill sink) 0)))
 
