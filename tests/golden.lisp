@@ -10,13 +10,6 @@
 (defun octets (&rest bytes)
   (coerce bytes '(simple-array (unsigned-byte 8) (*))))
 
-(defun varint-octets (n)
-  "The bytes of the varint N."
-  (loop for rest = n then (ash rest -7)
-        for more = (>= rest 128)
-        collect (if more (logior 128 (ldb (byte 7 0) rest)) rest)
-        while more))
-
 (defun stored-octets (data &rest options)
   "The bytes of DATA stored with OPTIONS, by default without the header and
 tracking objects but not conses, the record form without a tracking tag:
