@@ -93,7 +93,10 @@ for other systems' files."
                  ;; what SBCL, ECL and CLISP answer alike: the standard's
                  ;; simple arrays, a stack the readers check
                  (:file "standard-arrays" :if-feature (:not :abcl))
-                 (:file "ecl/memory" :if-feature :ecl)
+                 ;; ECL's shifts, open-coded for fixnums (the package
+                 ;; shadows ASH and LOGTEST there)
+                 (:file "ecl/arithmetic" :if-feature :ecl)
+                 (:file "ecl/memory" :if-feature :ecl :depends-on ("ecl/arithmetic"))
                  (:file "ecl/os" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/runtime" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/objects" :if-feature :ecl :depends-on ("ecl/memory"))

@@ -7,6 +7,10 @@
   ;; zeros: the ECL, CLISP and ABCL platforms' MAKE-ARRAY zeroes them
   ;; (src/platform/{ecl,clisp,abcl}/memory.lisp)
   #+(or ecl clisp abcl) (:shadow #:make-array)
+  ;; ECL calls its generic ASH, LOGTEST and LDB even on fixnums: its
+  ;; platform's compile them as C's operators where it can
+  ;; (src/platform/ecl/arithmetic.lisp)
+  #+ecl (:shadow #:ash #:logtest #:logand #:ldb)
   ;; and CLISP's makes wrong arrays of 2^24 elements or more: its
   ;; MAKE-ARRAY, MAKE-STRING and ADJUST-ARRAY check the size first
   #+clisp (:shadow #:make-string #:adjust-array)

@@ -263,11 +263,17 @@ where it goes."
                 (it-blocks table) (1+ b))
           (* +block-words+ b)))))
 
+(deftype granule ()
+  "The granule of an address within its chunk."
+  `(unsigned-byte ,(- +chunk-shift+ +granule-shift+)))
+
 (declaim (inline address-chunk address-granule))
 (defun address-chunk (address)
+  (declare (type heap-address address))
   (ash address (- +chunk-shift+)))
 (defun address-granule (address)
   "The granule of ADDRESS within its chunk."
+  (declare (type heap-address address))
   (ldb (byte (- +chunk-shift+ +granule-shift+) +granule-shift+) address))
 
 (declaim (inline mark-seen-at))
@@ -279,7 +285,7 @@ if it was set already."
          (k (+ base (ash granule (- +seen-word-shift+))))
          (bit (ash 1 (logand granule (1- +seen-word-bits+))))
          (bits (it-bits table)))
-    (declare (type index k))
+    (declare (type granule granule) (type index k) (type seen-word bit))
     ;; BASE is a block's first word (see INSTALL-BLOCKS) and K within its
     ;; block: unchecked
     (locally (declare (optimize (safety 0)))
@@ -700,6 +706,7 @@ object."
                            ;; within the chunk's block, so within BITS
                            (wk (truly-the index (+ ,base (ash granule (- +seen-word-shift+)))))
                            (bit (ash 1 (logand granule (1- +seen-word-bits+)))))
+                      (declare (type granule granule) (type seen-word bit))
                       (unless (= wk ,k)
                         (locally (declare (optimize (safety 0)))
                           (when (>= ,k 0)

@@ -56,6 +56,10 @@ fixnum vectors are T vectors holding the integers themselves.")
   "A word of the identity table's seen bits."
   '(unsigned-byte 16))
 
+(deftype heap-address ()
+  "What OBJECT-ADDRESS returns: a number from a table, never negative."
+  'unsigned-byte)
+
 ;;; Arrays and strings.  ABCL's TYPEP takes a vector made adjustable (without
 ;;; a fill pointer) for a (SIMPLE-ARRAY <type> (*)), though not for a
 ;;; SIMPLE-ARRAY: the types binstore tests simple vectors with add that.

@@ -51,6 +51,10 @@ memory there.")
   "A word of the identity table's seen bits."
   '(unsigned-byte 32))
 
+(deftype heap-address ()
+  "What OBJECT-ADDRESS returns: a number from a table, never negative."
+  'unsigned-byte)
+
 ;;; Arrays and strings.
 
 (defparameter *element-representations*

@@ -104,6 +104,11 @@ fixnum vectors hold plain 64-bit integers.")
   "A word of the identity table's seen bits: a fixnum on ECL."
   '(unsigned-byte 32))
 
+(deftype heap-address ()
+  "What OBJECT-ADDRESS returns: on ECL a non-negative fixnum (declared
+where the compiler cannot see it, it lets ECL open-code shifts of it)."
+  '(integer 0 #x0FFFFFFFFFFFFFFF))
+
 ;;; Arrays and strings.
 
 (declaim (inline array-widetag))

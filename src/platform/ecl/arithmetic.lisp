@@ -1,0 +1,121 @@
+;;;; Shifts and bit tests on ECL, open-coded where the compiler knows the
+;;;; operands are fixnums.
+;;;;
+;;;; ECL 21.2.1 compiles every ASH to a call of its generic CL_ASH (a
+;;;; type dispatch, and a bignum when a left shift may overflow), even for a
+;;;; fixnum shifted by a constant, and does not fold (- +CONSTANT+) in a
+;;;; shift count; LOGTEST is a call too.  In the identity table's kernels
+;;;; (a few shifts per object stored) these calls took three quarters of the
+;;;; time of storing a list of a million fixnums.  The package shadows ASH,
+;;;; LOGTEST, LOGAND and LDB on ECL with these: functions with CL's meaning,
+;;;; and compiler macros that fold constant arithmetic and give C's shifts
+;;;; when EXT:COMPILER-TYPECASE finds the operands' types, known to the
+;;;; compiler, to be fixnums whose result is a fixnum, and CL's function
+;;;; otherwise.  The variable tested is declared :READ-ONLY, as ECL's own
+;;;; DOTIMES does: it then has its value's type when the compiler meets the
+;;;; COMPILER-TYPECASE, which is decided there and keeps the clause's type
+;;;; (a fixnum, which the next operation open-codes in turn).  SBCL
+;;;; open-codes all of these itself and keeps CL's symbols.
+
+(in-package #:binstore)
+
+(defun ash (integer count)
+  "CL:ASH; compiled as C's shifts where the operands' types allow it (the
+compiler macro)."
+  (cl:ash integer count))
+
+(defun logtest (integer-1 integer-2)
+  "CL:LOGTEST; compiled as a LOGAND tested against zero, which ECL
+open-codes for fixnums."
+  (cl:logtest integer-1 integer-2))
+
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun folded-integer (form)
+    "FORM's value when it is an integer known at compile time: a constant,
+or arithmetic of them (ECL does not fold (- +SHIFT+)); else NIL."
+    (cond ((and (constantp form) (integerp (ignore-errors (eval form))))
+           (eval form))
+          ((and (consp form)
+                (member (first form) '(- + 1- 1+ * cl:ash ash cl:logand logand logior)))
+           (let ((arguments (mapcar #'folded-integer (rest form))))
+             (when (every #'integerp arguments)
+               (apply (case (first form) (ash #'cl:ash) (logand #'cl:logand) (t (first form)))
+                      arguments))))
+          (t nil)))
+
+  (defun fixnum-shift (variable c-expression)
+    "A C expression of the fixnum VARIABLE (#0) as a form of fixnum value."
+    `(ffi:c-inline ((the fixnum ,variable)) (:fixnum) :fixnum ,c-expression
+                   :one-liner t :side-effects nil)))
+
+(define-compiler-macro ash (&whole form integer count)
+  (let ((shift (folded-integer count))
+        (value (folded-integer integer))
+        (i (gensym "INTEGER")) (n (gensym "COUNT")))
+    (cond ((and value shift)
+           (cl:ash value shift))
+          ((eql shift 0) integer)
+          ((and shift (minusp shift))
+           ;; right: a fixnum stays a fixnum
+           `(let ((,i ,integer))
+              (declare (:read-only ,i))
+              (ext:compiler-typecase ,i
+                (fixnum ,(fixnum-shift i (format nil "((#0) >> ~d)" (min 63 (- shift)))))
+                (t (cl:ash ,i ,shift)))))
+          (shift
+           ;; left: a fixnum small enough that no bit reaches the sign
+           `(let ((,i ,integer))
+              (declare (:read-only ,i))
+              (ext:compiler-typecase ,i
+                ((integer ,(cl:ash most-negative-fixnum (- shift))
+                          ,(cl:ash most-positive-fixnum (- shift)))
+                 ,(fixnum-shift i (format nil "((cl_fixnum)((cl_index)(#0) << ~d))" shift)))
+                (t (cl:ash ,i ,shift)))))
+          ((and value (plusp value)
+                (consp count) (member (first count) '(logand cl:logand))
+                (let ((mask (some #'folded-integer (rest count))))
+                  (and mask (<= 0 mask)
+                       (< (+ mask (integer-length value))
+                          (integer-length most-positive-fixnum)))))
+           ;; (ASH 1 (LOGAND x mask)): the count lies in [0, mask], whatever
+           ;; X is, and the result is a fixnum
+           `(let ((,n ,count))
+              ,(fixnum-shift n (format nil "((cl_fixnum)~d << (#0))" value))))
+          ((and value (plusp value))
+           ;; a constant shifted left by a count known to be small enough,
+           ;; as (ASH 1 bit)
+           `(let ((,n ,count))
+              (declare (:read-only ,n))
+              (ext:compiler-typecase ,n
+                ((integer 0 ,(- (integer-length most-positive-fixnum) (integer-length value)))
+                 ,(fixnum-shift n (format nil "((cl_fixnum)~d << (#0))" value)))
+                (t (cl:ash ,value ,n)))))
+          (t form))))
+
+(define-compiler-macro logtest (integer-1 integer-2)
+  `(not (zerop (logand ,integer-1 ,integer-2))))
+
+(defun logand (&rest integers)
+  "CL:LOGAND; its arguments folded where they are constant arithmetic (the
+compiler macro), which ECL leaves to run time and then cannot open-code."
+  (apply #'cl:logand integers))
+
+(define-compiler-macro logand (&rest integers)
+  `(cl:logand ,@(mapcar (lambda (form) (or (folded-integer form) form)) integers)))
+
+(defun ldb (bytespec integer)
+  "CL:LDB; a constant byte compiled as a shift and a mask (the compiler
+macro), which ECL open-codes for fixnums where its own LDB calls CL:ASH."
+  (cl:ldb bytespec integer))
+
+(define-setf-expander ldb (bytespec place &environment environment)
+  (get-setf-expansion `(cl:ldb ,bytespec ,place) environment))
+
+(define-compiler-macro ldb (&whole form bytespec integer)
+  (let ((size (and (consp bytespec) (eq (first bytespec) 'byte)
+                   (folded-integer (second bytespec))))
+        (position (and (consp bytespec) (eq (first bytespec) 'byte)
+                       (folded-integer (third bytespec)))))
+    (if (and size position)
+        `(logand (ash ,integer ,(- position)) ,(1- (cl:ash 1 size)))
+        form)))
