@@ -234,7 +234,7 @@ a byte, and room for them is cheap to reserve.")
 (declaim (inline immediate-leaf-p))
 (defun immediate-leaf-p (x boxed)
   "True when PUT-IMMEDIATE-LEAF (with BOXED) writes X."
-  (or (typep x '(or null (eql t) fixnum single-float))
+  (or (typep x '(or (member nil t) fixnum single-float)) ; ECL open-codes MEMBER, not EQL
       (and boxed (typep x 'boxed-leaf))))
 
 (declaim (inline put-immediate-leaf))
