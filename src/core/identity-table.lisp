@@ -220,7 +220,7 @@ that sets them: it checks what the unchecked accesses of MARK-SEEN rely on."
 
 (declaim (inline chunk-home))
 (defun chunk-home (chunk mask)
-  (logand (ash (logand (* chunk #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF) -32) mask))
+  (logand (multiplicative-hash chunk) mask))
 
 (defun directory-slot (table chunk)
   "The index of CHUNK's entry in TABLE's directory, or of the empty entry
@@ -416,9 +416,9 @@ the table in order; the page picks where that run starts by a
 multiplicative hash, so that separate regions of the heap (SBCL keeps conses
 apart from other objects) do not pile onto the same slots."
   (declare (type fixnum mask))
-  (let* ((a (object-address object))
-         (h (logand (* (ash a -12) #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF)))
-    (logand (+ (ash (ash h -32) 8) (logand (ash a -4) 255)) mask)))
+  (let ((a (object-address object)))
+    (declare (type heap-address a))
+    (logand (+ (ash (multiplicative-hash (ash a -12)) 8) (logand (ash a -4) 255)) mask)))
 
 (defconstant +probe-step+ 257
   "Distance between the slots a probe tries.  Odd, so a probe can reach

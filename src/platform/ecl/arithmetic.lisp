@@ -92,6 +92,14 @@ or arithmetic of them (ECL does not fold (- +SHIFT+)); else NIL."
                 (t (cl:ash ,value ,n)))))
           (t form))))
 
+(defmacro multiplicative-hash (x)
+  "Bits 32 to 63 of X, a non-negative fixnum, times 2^64/phi (modulo 2^64):
+a hash of X that spreads neighbouring values.  In C's unsigned arithmetic,
+where ECL's would make a bignum of the product."
+  `(ffi:c-inline (,x) (:fixnum) :fixnum
+                 "((cl_fixnum)(((uint64_t)(#0) * 0x9E3779B97F4A7C15ULL) >> 32))"
+                 :one-liner t :side-effects nil))
+
 (define-compiler-macro logtest (integer-1 integer-2)
   `(not (zerop (logand ,integer-1 ,integer-2))))
 

@@ -61,6 +61,12 @@ as the format lays it out."
   (declare (type simple-string string))
   (every (lambda (c) (< (char-code c) 128)) string))
 
+(declaim (inline multiplicative-hash))
+(defun multiplicative-hash (x)
+  "Bits 32 to 63 of the word X times 2^64/phi (modulo 2^64): a hash of X
+that spreads neighbouring values."
+  (ash (logand (* x #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF) -32))
+
 (deftype format-base-string ()
   "The strings written as the format's BASE-STRING: simple strings of ASCII
 characters."

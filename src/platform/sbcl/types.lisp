@@ -53,6 +53,11 @@ an unboxed integer in its compiled code.")
   "A word of the identity table's seen bits: on SBCL a machine word."
   'word)
 
+(defmacro multiplicative-hash (x)
+  "Bits 32 to 63 of the word X times 2^64/phi (modulo 2^64): a hash of X
+that spreads neighbouring values.  On SBCL the word arithmetic itself."
+  `(ash (logand (* ,x #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF) -32))
+
 (deftype heap-address ()
   "What OBJECT-ADDRESS returns, for declarations that other Lisps' compilers
 need: on SBCL T, as SBCL derives the word OBJECT-ADDRESS returns itself (a
