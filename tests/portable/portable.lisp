@@ -343,9 +343,47 @@ passed and failed."
 (defparameter *place-data*
   (list 1 "two" :three (list 4.0d0 5/6) (vector-of 'double-float 7d0 8d0)))
 
+;;; The platform's arithmetic, compiled where the compiler knows the
+;;; operands' types (ECL's compiler macros give C's shifts there:
+;;; src/platform/ecl/arithmetic.lisp; elsewhere these are CL's own), against
+;;; CL's functions called on the same values.
+
+(defun shifted-right (x) (declare (fixnum x)) (binstore::ash x -12))
+(defun shifted-left (x) (declare (type (integer -1000000 1000000) x)) (binstore::ash x 3))
+(defun one-shifted (x) (declare (fixnum x)) (binstore::ash 1 (binstore::logand x 31)))
+(defun granule-of (x) (declare (type (integer 0 #x0FFFFFFFFFFFFFFF) x)) (binstore::ldb (byte 8 4) x))
+(defun bits-meet (a b) (declare (type (unsigned-byte 32) a b)) (binstore::logtest a b))
+(defun hashed (x) (declare (type (integer 0 #x0FFFFFFFFFFFFFFF) x)) (binstore::multiplicative-hash x))
+
+(defun arithmetic-agrees-p ()
+  "True when the compiled shifts, masks and hash above give CL's values."
+  (let ((integers (list 0 1 -1 4095 4096 -4096 -4097 12345 -12345
+                        most-positive-fixnum most-negative-fixnum
+                        (ash most-positive-fixnum -1) (- (ash most-positive-fixnum -1))))
+        (state (make-random-state nil)))
+    (dotimes (i 200)
+      (push (- (random (* 2 most-positive-fixnum) state) most-positive-fixnum) integers))
+    (and (every (lambda (x) (= (shifted-right x) (cl:ash x -12))) integers)
+         (every (lambda (x) (= (one-shifted x) (cl:ash 1 (cl:logand x 31)))) integers)
+         (every (lambda (x)
+                  (let ((x (mod x 2000001)))
+                    (= (shifted-left (- x 1000000)) (cl:ash (- x 1000000) 3))))
+                integers)
+         (every (lambda (x)
+                  (let ((x (cl:logand x #x0FFFFFFFFFFFFFFF)))
+                    (and (= (granule-of x) (cl:ldb (byte 8 4) x))
+                         (= (hashed x)
+                            (cl:ash (cl:logand (* x #x9E3779B97F4A7C15) #xFFFFFFFFFFFFFFFF) -32)))))
+                integers)
+         (every (lambda (x)
+                  (let ((a (cl:ldb (byte 32 0) x)) (b (cl:ldb (byte 32 7) x)))
+                    (eq (bits-meet a b) (cl:logtest a b))))
+                integers))))
+
 (defun place-checks ()
   "(name . thunk) pairs, each thunk true when its check holds."
   (list
+   (cons "the platform's arithmetic" #'arithmetic-agrees-p)
    (cons "file"
          (lambda ()
            (let ((file (temporary-file "file")))
