@@ -73,8 +73,11 @@ for other systems' files."
     :components ((:file "package")
                  (:file "types" :depends-on ("package"))
                  (:file "conditions" :depends-on ("package"))
+                 ;; ECL's DEFSTRUCT, whose slot readers it compiles inline
+                 ;; (the package shadows it there): before the first one
+                 (:file "platform/ecl/structures" :if-feature :ecl :depends-on ("package"))
                  ;; the generic functions and the codec registry users extend
-                 (:file "extensions" :depends-on ("package"))))
+                 (:file "extensions" :depends-on ("package" (:feature :ecl "platform/ecl/structures")))))
    ;; the only files that name SBCL's internals or the operating system
    (:module "platform"
     :pathname "src/platform"

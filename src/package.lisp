@@ -11,6 +11,9 @@
   ;; platform's compile them as C's operators where it can
   ;; (src/platform/ecl/arithmetic.lisp)
   #+ecl (:shadow #:ash #:logtest #:logand #:ldb)
+  ;; and calls a structure's slot readers out of line: its DEFSTRUCT gives
+  ;; them compiler macros (src/platform/ecl/structures.lisp)
+  #+ecl (:shadow #:defstruct)
   ;; and CLISP's makes wrong arrays of 2^24 elements or more: its
   ;; MAKE-ARRAY, MAKE-STRING and ADJUST-ARRAY check the size first
   #+clisp (:shadow #:make-string #:adjust-array)
