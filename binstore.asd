@@ -71,11 +71,14 @@ for other systems' files."
   ((:module "base"
     :pathname "src"
     :components ((:file "package")
-                 (:file "types" :depends-on ("package"))
-                 (:file "conditions" :depends-on ("package"))
-                 ;; ECL's DEFSTRUCT, whose slot readers it compiles inline
-                 ;; (the package shadows it there): before the first one
-                 (:file "platform/ecl/structures" :if-feature :ecl :depends-on ("package"))
+                 ;; ECL's arithmetic and DEFSTRUCT, which the package
+                 ;; shadows there: open-coded shifts and sums, slots read
+                 ;; in place; before the first file that uses them
+                 (:file "platform/ecl/arithmetic" :if-feature :ecl :depends-on ("package"))
+                 (:file "platform/ecl/structures" :if-feature :ecl
+                  :depends-on ("package" "platform/ecl/arithmetic"))
+                 (:file "types" :depends-on ("package" (:feature :ecl "platform/ecl/arithmetic")))
+                 (:file "conditions" :depends-on ("package" (:feature :ecl "platform/ecl/structures")))
                  ;; the generic functions and the codec registry users extend
                  (:file "extensions" :depends-on ("package" (:feature :ecl "platform/ecl/structures")))))
    ;; the only files that name SBCL's internals or the operating system
@@ -96,10 +99,7 @@ for other systems' files."
                  ;; what SBCL, ECL and CLISP answer alike: the standard's
                  ;; simple arrays, a stack the readers check
                  (:file "standard-arrays" :if-feature (:not :abcl))
-                 ;; ECL's shifts, open-coded for fixnums (the package
-                 ;; shadows ASH and LOGTEST there)
-                 (:file "ecl/arithmetic" :if-feature :ecl)
-                 (:file "ecl/memory" :if-feature :ecl :depends-on ("ecl/arithmetic"))
+                 (:file "ecl/memory" :if-feature :ecl)
                  (:file "ecl/os" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/runtime" :if-feature :ecl :depends-on ("ecl/memory"))
                  (:file "ecl/objects" :if-feature :ecl :depends-on ("ecl/memory"))

@@ -36,10 +36,14 @@ or arithmetic of them (ECL does not fold (- +SHIFT+)); else NIL."
     (cond ((and (constantp form) (integerp (ignore-errors (eval form))))
            (eval form))
           ((and (consp form)
-                (member (first form) '(- + 1- 1+ * cl:ash ash cl:logand logand logior)))
+                (member (first form) '(- + 1- 1+ * cl:- cl:+ cl:1- cl:1+
+                                       cl:ash ash cl:logand logand logior)))
            (let ((arguments (mapcar #'folded-integer (rest form))))
              (when (every #'integerp arguments)
-               (apply (case (first form) (ash #'cl:ash) (logand #'cl:logand) (t (first form)))
+               (apply (case (first form)
+                        (ash #'cl:ash) (logand #'cl:logand)
+                        (+ #'cl:+) (- #'cl:-) (1+ #'cl:1+) (1- #'cl:1-)
+                        (t (first form)))
                       arguments))))
           (t nil)))
 
@@ -91,6 +95,62 @@ or arithmetic of them (ECL does not fold (- +SHIFT+)); else NIL."
                  ,(fixnum-shift n (format nil "((cl_fixnum)~d << (#0))" value)))
                 (t (cl:ash ,value ,n)))))
           (t form))))
+
+(defun + (&rest numbers)
+  "CL:+; a fixnum plus a constant compiled as C's addition where the
+fixnum's type shows the sum stays a fixnum (the compiler macro)."
+  (apply #'cl:+ numbers))
+
+(defun - (number &rest more-numbers)
+  "CL:-; a fixnum less a constant compiled as C's subtraction where the
+fixnum's type shows the difference stays a fixnum (the compiler macro)."
+  (apply #'cl:- number more-numbers))
+
+(defun 1+ (number) "CL:1+, as + of 1." (cl:1+ number))
+(defun 1- (number) "CL:1-, as - of 1." (cl:1- number))
+
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun fixnum-plus-constant (form constant whole)
+    "FORM plus the integer CONSTANT: C's addition when FORM's type, known to
+the compiler, keeps the sum a fixnum; else WHOLE, CL's."
+    (let ((x (gensym "X")))
+      `(let ((,x ,form))
+         (declare (:read-only ,x))
+         (ext:compiler-typecase ,x
+           ((integer ,(cl:- most-negative-fixnum (min constant 0))
+                     ,(cl:- most-positive-fixnum (max constant 0)))
+            (ffi:c-inline ((the fixnum ,x)) (:fixnum) :fixnum
+                          ,(format nil "((#0) + (~d))" constant)
+                          :one-liner t :side-effects nil))
+           (t ,(subst x form whole :test #'eq)))))))
+
+(define-compiler-macro + (&whole whole &rest numbers)
+  (let ((constants (mapcar #'folded-integer numbers)))
+    (cond ((every #'integerp constants) (apply #'cl:+ constants))
+          ((and (= (length numbers) 2) (integerp (second constants))
+                (typep (second constants) 'fixnum))
+           (fixnum-plus-constant (first numbers) (second constants)
+                                 `(cl:+ ,(first numbers) ,(second constants))))
+          ((and (= (length numbers) 2) (integerp (first constants))
+                (typep (first constants) 'fixnum))
+           (fixnum-plus-constant (second numbers) (first constants)
+                                 `(cl:+ ,(first constants) ,(second numbers))))
+          (t `(cl:+ ,@numbers)))))
+
+(define-compiler-macro - (&whole whole number &rest more-numbers)
+  (let ((constants (mapcar #'folded-integer (cons number more-numbers))))
+    (cond ((every #'integerp constants) (apply #'cl:- constants))
+          ((and (= (length more-numbers) 1) (integerp (second constants))
+                (typep (cl:- (second constants)) 'fixnum))
+           (fixnum-plus-constant number (cl:- (second constants))
+                                 `(cl:- ,number ,(second constants))))
+          (t `(cl:- ,number ,@more-numbers)))))
+
+(define-compiler-macro 1+ (number)
+  `(+ ,number 1))
+
+(define-compiler-macro 1- (number)
+  `(- ,number 1))
 
 (defmacro multiplicative-hash (x)
   "Bits 32 to 63 of X, a non-negative fixnum, times 2^64/phi (modulo 2^64):
