@@ -101,12 +101,17 @@ when they visibly do not."
 ;;; Pointers.
 
 (defmacro pointer+ (pointer offset)
-  "The pointer OFFSET bytes after POINTER."
-  `(the fixnum (+ (the fixnum ,pointer) (the fixnum ,offset))))
+  "The pointer OFFSET bytes after POINTER: C's addition of two fixnums (an
+address plus an offset within memory the caller holds is an address, a
+fixnum; ECL's + would call its generic ECL_PLUS)."
+  `(ffi:c-inline (,pointer ,offset) (:fixnum :fixnum) :fixnum "((#0) + (#1))"
+                 :one-liner t :side-effects nil))
 
 (defmacro pointer- (pointer base)
-  "The signed distance in bytes from BASE to POINTER."
-  `(the fixnum (- (the fixnum ,pointer) (the fixnum ,base))))
+  "The signed distance in bytes from BASE to POINTER: C's subtraction of two
+addresses, fixnums."
+  `(ffi:c-inline (,pointer ,base) (:fixnum :fixnum) :fixnum "((#0) - (#1))"
+                 :one-liner t :side-effects nil))
 
 (defmacro pointer= (a b)
   "True when the pointers A and B are the same address."
