@@ -1,17 +1,18 @@
-;;;; Shifts and bit tests on ECL, open-coded where the compiler knows the
-;;;; operands are fixnums.
+;;;; Shifts, bit tests and sums on ECL, open-coded where the compiler knows
+;;;; the operands are fixnums.
 ;;;;
 ;;;; ECL 21.2.1 compiles every ASH to a call of its generic CL_ASH (a
 ;;;; type dispatch, and a bignum when a left shift may overflow), even for a
 ;;;; fixnum shifted by a constant, and does not fold (- +CONSTANT+) in a
-;;;; shift count; LOGTEST is a call too.  In the identity table's kernels
-;;;; (a few shifts per object stored) these calls took three quarters of the
-;;;; time of storing a list of a million fixnums.  The package shadows ASH,
-;;;; LOGTEST, LOGAND and LDB on ECL with these: functions with CL's meaning,
-;;;; and compiler macros that fold constant arithmetic and give C's shifts
-;;;; when EXT:COMPILER-TYPECASE finds the operands' types, known to the
-;;;; compiler, to be fixnums whose result is a fixnum, and CL's function
-;;;; otherwise.  The variable tested is declared :READ-ONLY, as ECL's own
+;;;; shift count; LOGTEST is a call too, and so is (+ P 8) (ECL_PLUS)
+;;;; whatever P's declared range.  In the identity table's kernels (a few
+;;;; shifts per object stored) these calls took three quarters of the time
+;;;; of storing a list of a million fixnums.  The package shadows ASH,
+;;;; LOGTEST, LOGAND, LDB, +, -, 1+ and 1- on ECL with these: functions with
+;;;; CL's meaning, and compiler macros that fold constant arithmetic and
+;;;; give C's shifts and sums when EXT:COMPILER-TYPECASE finds the operands'
+;;;; types, known to the compiler, to be fixnums whose result is a fixnum,
+;;;; and CL's function otherwise.  The variable tested is declared :READ-ONLY, as ECL's own
 ;;;; DOTIMES does: it then has its value's type when the compiler meets the
 ;;;; COMPILER-TYPECASE, which is decided there and keeps the clause's type
 ;;;; (a fixnum, which the next operation open-codes in turn).  SBCL
