@@ -687,7 +687,7 @@ object."
                          (null (it-lengths ,it))
                          (eq (it-epoch ,it) (current-gc-epoch))
                          (>= (it-last-chunk ,it) 0)))
-            (,bits (truly-the word-vector (it-bits ,it)))
+            (,bits (it-bits ,it))
             (,base (it-last-base ,it))
             (,chunk (it-last-chunk ,it))
             (,epoch (it-epoch ,it))

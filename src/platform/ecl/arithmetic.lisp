@@ -34,8 +34,9 @@ open-codes for fixnums."
   (defun folded-integer (form)
     "FORM's value when it is an integer known at compile time: a constant,
 or arithmetic of them (ECL does not fold (- +SHIFT+)); else NIL."
-    (cond ((and (constantp form) (integerp (ignore-errors (eval form))))
-           (eval form))
+    (cond ((constantp form)
+           (let ((value (ignore-errors (eval form))))
+             (and (integerp value) value)))
           ((and (consp form)
                 (member (first form) '(- + 1- 1+ * cl:- cl:+ cl:1- cl:1+
                                        cl:ash ash cl:logand logand logior)))
