@@ -59,8 +59,12 @@ checked by the caller.  Return the offset after it."
 (declaim (inline int64-element-p))
 (defun int64-element-p (x)
   "True for an integer that needs the 8-byte form: a list of only such is
-written packed, without their tag bytes."
-  (and (typep x '(signed-byte 63)) (not (typep x '(signed-byte 32)))))
+written packed, without their tag bytes.  A fixnum is tested first, by
+its range alone: on ECL, whose fixnums are 62 bits, (SIGNED-BYTE 63) is a
+generic comparison."
+  (if (typep x 'fixnum)
+      (not (typep x '(signed-byte 32)))
+      (typep x '(signed-byte 63))))
 
 (declaim (inline int64-run-p))
 (defun int64-run-p (list n)
@@ -140,7 +144,7 @@ the path through the table too spilled variables to the stack."
            (type (or null identity-table) refs) (optimize speed))
   (let ((out (pointer+ sap p))
         (left k))
-    (declare (type index left))
+    (declare (type pointer out) (type index left))
     (loop
       (when (zerop left)
         (return))

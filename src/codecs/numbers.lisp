@@ -371,6 +371,7 @@ are read unchecked)."
   "The cdr of the cons C, in a walk of LIST that keeps the cons MARK for
 Brent's method (see WRITE-CARS-COUNTING): reaching MARK means LIST is
 circular.  A walk whose length is known passes *NO-MARK*."
+  (declare (type cons c))
   (let ((next (cdr c)))
     (when (eq next mark)
       (circular-list-error list))
@@ -405,13 +406,12 @@ COMPLEX and VECTOR constant: one loop for each kind of box and source
            (left (if vector 0 k))       ; the list's cars still allowed
            (taken 0))
       (declare (type index i left taken) (type list c))
-      (flet ((finish (reached)
-               (flush)
-               (take-box-run refs source start taken)
-               (if vector
-                   (values (pointer- out sap) i)
-                   (values (pointer- out sap) reached (- k left)))))
-        (declare (inline finish))
+      (inline-flet ((finish (reached)
+                      (flush)
+                      (take-box-run refs source start taken)
+                      (if vector
+                          (values (pointer- out sap) i)
+                          (values (pointer- out sap) reached (- k left)))))
         (unless ready
           (return-from put-tracked-boxes
             (if vector (values p start) (values p source 0))))
@@ -431,7 +431,9 @@ COMPLEX and VECTOR constant: one loop for each kind of box and source
                   out (if complex (put-complex-float out x) (put-double-float out x))))
           (if vector
               (incf i)
-              (let ((next (next-in-run c mark list)))
+              ;; C is SOURCE, a cons, or a cons found below: a list
+              ;; only to have a value on the vector's path
+              (let ((next (next-in-run (truly-the cons c) mark list)))
                 (decf left)
                 (unless (consp next)
                   (return-from put-tracked-boxes (finish next)))

@@ -155,15 +155,22 @@ so pointers into them stay valid."
 ;;; or store, without assuming alignment or breaking C's aliasing rules.
 
 (defmacro define-memory-accessor (name c-type lisp-type)
+  "Define NAME, the place of the C-TYPE at an offset from a pointer (a
+value of the FFI type LISP-TYPE).  Its SETF is the short form of DEFSETF,
+to a macro: ECL's SETF then expands to the macro's call with the place's
+own forms, where the long form binds them to temporaries of no declared
+type, each converted to C through a call (ECL_TO_FIXNUM, ECL_TO_UINT8_T)."
   (let ((read (format nil "({~a v_; memcpy(&v_, (void*)(#0+#1), sizeof v_); v_;})" c-type))
-        (write (format nil "({~a v_ = #2; memcpy((void*)(#0+#1), &v_, sizeof v_); v_;})" c-type)))
+        (write (format nil "({~a v_ = #2; memcpy((void*)(#0+#1), &v_, sizeof v_); v_;})" c-type))
+        (writer (intern (format nil "SET-~a" name))))
     `(progn
        (defmacro ,name (pointer offset)
          (list 'ffi:c-inline (list pointer offset) '(:fixnum :fixnum) ,lisp-type
                ,read :one-liner t :side-effects nil))
-       (defsetf ,name (pointer offset) (value)
+       (defmacro ,writer (pointer offset value)
          (list 'ffi:c-inline (list pointer offset value) '(:fixnum :fixnum ,lisp-type) ,lisp-type
-               ,write :one-liner t :side-effects t)))))
+               ,write :one-liner t :side-effects t))
+       (defsetf ,name ,writer))))
 
 (define-memory-accessor mem-u8 "uint8_t" :uint8-t)
 (define-memory-accessor mem-u16 "uint16_t" :uint16-t)
@@ -184,8 +191,47 @@ ranges may overlap); the caller has checked both ranges."
 ;;; Compiler and control primitives.
 
 (defmacro truly-the (type form)
-  "FORM's value, which the compiler takes to be of TYPE without a check."
-  `(ext:truly-the ,type ,form))
+  "FORM's value, which the compiler takes to be of TYPE without a check.
+A sum or difference of two fixnums said to be a fixnum is C's addition or
+subtraction: ECL's + calls its generic ECL_PLUS unless a constant shows
+the result stays a fixnum (src/platform/ecl/arithmetic.lisp)."
+  (if (and (consp form)
+           (member (first form) '(+ - cl:+ cl:-))
+           (= (length form) 3)
+           (subtypep type 'fixnum))
+      `(ext:truly-the ,type
+                      (ffi:c-inline (,(second form) ,(third form)) (:fixnum :fixnum) :fixnum
+                                    ,(if (member (first form) '(+ cl:+))
+                                         "((#0) + (#1))"
+                                         "((#0) - (#1))")
+                                    :one-liner t :side-effects nil))
+      `(ext:truly-the ,type ,form)))
+
+;;; ECL compiles no local function inline, whatever its declarations: a
+;;; variable that one closes over lives boxed in a heap vector, read and
+;;; written through it by the function that binds it too.
+
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun inline-local-macro (definition)
+    "The MACROLET binding that INLINE-FLET makes of the local function
+DEFINITION, (name lambda-list . forms)."
+    (destructuring-bind (name lambda-list &rest forms) definition
+      (when (intersection lambda-list lambda-list-keywords)
+        (error "INLINE-FLET takes required parameters only: ~s" definition))
+      `(,name (&rest arguments)
+         (unless (= (length arguments) ,(length lambda-list))
+           (error "~s takes ~d arguments: ~s" ',name ,(length lambda-list) arguments))
+         (list 'block ',name (list* 'let (mapcar #'list ',lambda-list arguments) ',forms))))))
+
+(defmacro inline-flet (definitions &body body)
+  "FLET of DEFINITIONS around BODY, each function inline.  On ECL each
+becomes a local macro whose call is the function's body in a BLOCK of its
+name, its parameters bound by LET to the arguments (evaluated once, in
+order, as a call's), so that the variables it shares with BODY stay C
+locals.  The functions take required parameters only, are only called by
+name, and their free variables are ones no call site rebinds (gensyms)."
+  `(macrolet ,(mapcar #'inline-local-macro definitions)
+     ,@body))
 
 (defmacro define-global (name value &optional documentation)
   "Define NAME as a global variable, set to VALUE when first defined (ECL:

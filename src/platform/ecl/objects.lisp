@@ -83,8 +83,9 @@ fixnum vectors hold plain 64-bit integers.")
   "The one collection epoch of a non-moving collector.")
 
 (defmacro current-gc-epoch ()
-  "The current collection epoch: on ECL always the same."
-  '*gc-epoch*)
+  "The current collection epoch: on ECL always the same, so a constant of
+the compiled code rather than a special variable's lookup."
+  '(load-time-value *gc-epoch* t))
 
 (declaim (inline object-address))
 (defun object-address (object)
