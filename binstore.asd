@@ -47,18 +47,25 @@
 thunk that runs COMPILE-FILE on one of binstore's own files) without the
 per-file banners and with SBCL's compiler notes (optimization hints, such as
 \"doing float to pointer coercion\") muffled.  Warnings and style warnings
-are still printed.  The bindings and the handler last for that one file's
-compilation only, so nothing changes in the image that loads binstore, nor
-for other systems' files."
+are still printed.  On ECL the file is compiled at safety 1, SBCL's default
+and the policy binstore's code is written for, where ECL's own default is
+2: a check of the C stack on entry to every function, and every CAR and
+CDR a call, even of a declared cons (binstore's readers bound their depth
+themselves, src/platform/ecl/stack.lisp).  The bindings and the handler
+last for that one file's compilation only, so nothing changes in the image
+that loads binstore, nor for other systems' files."
+  #+ecl (require :cmp)
   (let ((*compile-verbose* nil)
         (*compile-print* nil)
         (*load-verbose* nil)
         (*load-print* nil))
-    (handler-bind (#+sbcl (sb-ext:compiler-note
-                            (lambda (note)
-                              (let ((restart (find-restart 'muffle-warning note)))
-                                (when restart (invoke-restart restart))))))
-      (funcall compile))))
+    (progv #+ecl (list (find-symbol "*SAFETY*" "C")) #-ecl '()
+           #+ecl '(1) #-ecl '()
+      (handler-bind (#+sbcl (sb-ext:compiler-note
+                              (lambda (note)
+                                (let ((restart (find-restart 'muffle-warning note)))
+                                  (when restart (invoke-restart restart))))))
+        (funcall compile)))))
 
 (defsystem "binstore"
   :description "Fast, safe binary serialization of any Common Lisp data."

@@ -73,8 +73,11 @@
 
 (defmacro define-reader (name size accessor)
   "Define an inline reader of a SIZE-byte little-endian value via ACCESSOR."
+  ;; PROCLAIM in an EVAL-WHEN, not DECLAIM: ECL inlines the function in
+  ;; other files only so, when a macro gives the two forms in a PROGN
   `(progn
-     (declaim (inline ,name))
+     (eval-when (:compile-toplevel :load-toplevel :execute)
+       (proclaim '(inline ,name)))
      (defun ,name (ib)
        (declare (type ibuf ib) (optimize speed))
        (let ((p (need ib ,size)))

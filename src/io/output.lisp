@@ -121,8 +121,11 @@ one bounds check for a tag and its payload together."
 (defmacro define-writer (name size type accessor)
   "Define an inline writer of a SIZE-byte little-endian value via ACCESSOR.
 RESERVE runs before the window's address is taken, since it may move it."
+  ;; PROCLAIM in an EVAL-WHEN, not DECLAIM: ECL inlines the function in
+  ;; other files only so, when a macro gives the two forms in a PROGN
   `(progn
-     (declaim (inline ,name))
+     (eval-when (:compile-toplevel :load-toplevel :execute)
+       (proclaim '(inline ,name)))
      (defun ,name (ob v)
        (declare (type ,type v))
        (let ((p (reserve ob ,size)))
