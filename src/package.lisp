@@ -7,10 +7,11 @@
   ;; zeros: the ECL, CLISP and ABCL platforms' MAKE-ARRAY zeroes them
   ;; (src/platform/{ecl,clisp,abcl}/memory.lisp)
   #+(or ecl clisp abcl) (:shadow #:make-array)
-  ;; ECL calls its generic ASH, LOGTEST, LDB, + and - even on fixnums: its
-  ;; platform's compile them as C's operators where it can
+  ;; ECL calls its generic ASH, LOGTEST, LDB, + and - even on fixnums (and
+  ;; its INCF and DECF expand to CL:+ and CL:-): its platform's compile
+  ;; them as C's operators where it can
   ;; (src/platform/ecl/arithmetic.lisp)
-  #+ecl (:shadow #:ash #:logtest #:logand #:ldb #:+ #:- #:1+ #:1-)
+  #+ecl (:shadow #:ash #:logtest #:logand #:ldb #:+ #:- #:1+ #:1- #:incf #:decf)
   ;; and calls a structure's slot readers out of line: its DEFSTRUCT gives
   ;; them compiler macros (src/platform/ecl/structures.lisp)
   #+ecl (:shadow #:defstruct)

@@ -360,11 +360,32 @@ passed and failed."
   (declare (type (integer #.(+ most-negative-fixnum 8) #.(- most-positive-fixnum 8)) x))
   (binstore::- x 8))
 (defun next (x) (declare (type (integer 0 #.(1- most-positive-fixnum)) x)) (binstore::1+ x))
+(defun fixnum-next (x) (declare (fixnum x)) (binstore::1+ x))
+(defun fixnum-less-three (x) (declare (fixnum x)) (binstore::- x 3))
 (defun previous (x) (declare (type (integer #.(1+ most-negative-fixnum) 0) x)) (binstore::1- x))
 (defun hashed (x) (declare (type (integer 0 #x0FFFFFFFFFFFFFFF) x)) (binstore::multiplicative-hash x))
+(deftype half-fixnum ()
+  `(integer ,(ash most-negative-fixnum -1) ,(ash most-positive-fixnum -1)))
+(defun sum-of (a b) (declare (type half-fixnum a b)) (binstore::+ a b))
+(defun difference-of (a b) (declare (type half-fixnum a b)) (binstore::- a b))
+(defun wide-sum (a b) (declare (fixnum a b)) (binstore::+ a b))
+(defun wide-difference (a b) (declare (fixnum a b)) (binstore::- a b))
+(defun natural-difference (a b)
+  (declare (type (integer 0 #.most-positive-fixnum) a b))
+  (binstore::- a b))
+(defun said-sum (a b) (declare (type half-fixnum a b)) (binstore::truly-the fixnum (binstore::+ a b)))
+(defun counted (a b)
+  (declare (type half-fixnum a b))
+  (let ((n a) (m a))
+    (declare (type fixnum n m))
+    (binstore::incf n b)
+    (binstore::decf m b)
+    (binstore::incf n)
+    (binstore::decf m)
+    (list n m)))
 
 (defun arithmetic-agrees-p ()
-  "True when the compiled shifts, masks and hash above give CL's values."
+  "True when the compiled shifts, masks, sums and hash above give CL's values."
   (let ((integers (list 0 1 -1 4095 4096 -4096 -4097 12345 -12345
                         most-positive-fixnum most-negative-fixnum
                         (ash most-positive-fixnum -1) (- (ash most-positive-fixnum -1))))
@@ -391,9 +412,29 @@ passed and failed."
                   (let ((y (mod x most-positive-fixnum))) ; 0 to most-positive-fixnum - 1
                     (and (= (next y) (1+ y)) (= (previous (- y)) (1- (- y))))))
                 integers)
+         ;; any fixnum: past the fixnums at the ends
+         (every (lambda (x) (and (= (fixnum-next x) (1+ x)) (= (fixnum-less-three x) (- x 3))))
+                integers)
          (every (lambda (x)
                   (let ((a (cl:ldb (byte 32 0) x)) (b (cl:ldb (byte 32 7) x)))
                     (eq (bits-meet a b) (cl:logtest a b))))
+                integers)
+         ;; sums of two variables: within half a fixnum's range each, and
+         ;; differences of non-negative fixnums (C's on ECL), and of any
+         ;; fixnums (CL's, where the sum may be a bignum)
+         (every (lambda (x)
+                  (every (lambda (y)
+                           (let ((a (ash x -1)) (b (ash y -1)))
+                             (and (= (sum-of a b) (+ a b))
+                                  (= (difference-of a b) (- a b))
+                                  (= (said-sum a b) (+ a b))
+                                  (equal (counted a b) (list (+ a b 1) (- a b 1)))
+                                  (= (wide-sum x y) (+ x y))
+                                  (= (wide-difference x y) (- x y))
+                                  (let ((a (min (abs x) most-positive-fixnum))
+                                        (b (min (abs y) most-positive-fixnum)))
+                                    (= (natural-difference a b) (- a b))))))
+                         (subseq integers 0 20)))
                 integers))))
 
 (defun place-checks ()

@@ -8,7 +8,8 @@
 ;;;; whatever P's declared range.  In the identity table's kernels (a few
 ;;;; shifts per object stored) these calls took three quarters of the time
 ;;;; of storing a list of a million fixnums.  The package shadows ASH,
-;;;; LOGTEST, LOGAND, LDB, +, -, 1+ and 1- on ECL with these: functions with
+;;;; LOGTEST, LOGAND, LDB, +, -, 1+ and 1- on ECL with these (and INCF and
+;;;; DECF, whose sums are then these +'s and -'s): functions with
 ;;;; CL's meaning, and compiler macros that fold constant arithmetic and
 ;;;; give C's shifts and sums when EXT:COMPILER-TYPECASE finds the operands'
 ;;;; types, known to the compiler, to be fixnums whose result is a fixnum,
@@ -114,7 +115,9 @@ fixnum's type shows the difference stays a fixnum (the compiler macro)."
 (eval-when (:compile-toplevel :load-toplevel :execute)
   (defun fixnum-plus-constant (form constant whole)
     "FORM plus the integer CONSTANT: C's addition when FORM's type, known to
-the compiler, keeps the sum a fixnum; else WHOLE, CL's."
+the compiler, keeps the sum a fixnum; for any fixnum, C's addition (two
+fixnums cannot overflow C's 64 bits) made an integer, a bignum only past
+the fixnums; else WHOLE, CL's."
     (let ((x (gensym "X")))
       `(let ((,x ,form))
          (declare (:read-only ,x))
@@ -124,7 +127,39 @@ the compiler, keeps the sum a fixnum; else WHOLE, CL's."
             (ffi:c-inline ((the fixnum ,x)) (:fixnum) :fixnum
                           ,(format nil "((#0) + (~d))" constant)
                           :one-liner t :side-effects nil))
+           (fixnum
+            (ext:truly-the integer
+                           (ffi:c-inline ((the fixnum ,x)) (:fixnum) :object
+                                         ,(format nil "({ cl_fixnum s_ = (#0) + (~d);
+                                                         (s_ >= MOST_NEGATIVE_FIXNUM && s_ <= MOST_POSITIVE_FIXNUM)
+                                                         ? ecl_make_fixnum(s_) : ecl_make_integer(s_); })"
+                                                  constant)
+                                         :one-liner t :side-effects nil)))
            (t ,(subst x form whole :test #'eq)))))))
+
+(eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun fixnum-sum (a b operator c-operator)
+    "A and B (evaluated in that order) combined by OPERATOR, CL:+ or CL:-:
+C's C-OPERATOR when the types of both, known to the compiler, keep the
+result a fixnum (both within half a fixnum's range; for a difference, both
+non-negative fixnums too); else OPERATOR."
+    (let* ((x (gensym "X")) (y (gensym "Y"))
+           (half `(integer ,(cl:ash most-negative-fixnum -1) ,(cl:ash most-positive-fixnum -1)))
+           (natural `(integer 0 ,most-positive-fixnum))
+           (c `(ffi:c-inline ((the fixnum ,x) (the fixnum ,y)) (:fixnum :fixnum) :fixnum
+                             ,(format nil "((#0) ~a (#1))" c-operator)
+                             :one-liner t :side-effects nil))
+           (lisp `(,operator ,x ,y)))
+      (let ((halves `(ext:compiler-typecase ,x
+                       (,half (ext:compiler-typecase ,y (,half ,c) (t ,lisp)))
+                       (t ,lisp))))
+        `(let ((,x ,a) (,y ,b))
+           (declare (:read-only ,x ,y))
+           ,(if (eq operator 'cl:-)
+                `(ext:compiler-typecase ,x
+                   (,natural (ext:compiler-typecase ,y (,natural ,c) (t ,halves)))
+                   (t ,halves))
+                halves))))))
 
 (define-compiler-macro + (&whole whole &rest numbers)
   (let ((constants (mapcar #'folded-integer numbers)))
@@ -137,6 +172,8 @@ the compiler, keeps the sum a fixnum; else WHOLE, CL's."
                 (typep (first constants) 'fixnum))
            (fixnum-plus-constant (second numbers) (first constants)
                                  `(cl:+ ,(first constants) ,(second numbers))))
+          ((= (length numbers) 2)
+           (fixnum-sum (first numbers) (second numbers) 'cl:+ "+"))
           (t `(cl:+ ,@numbers)))))
 
 (define-compiler-macro - (&whole whole number &rest more-numbers)
@@ -146,6 +183,8 @@ the compiler, keeps the sum a fixnum; else WHOLE, CL's."
                 (typep (cl:- (second constants)) 'fixnum))
            (fixnum-plus-constant number (cl:- (second constants))
                                  `(cl:- ,number ,(second constants))))
+          ((= (length more-numbers) 1)
+           (fixnum-sum number (first more-numbers) 'cl:- "-"))
           (t `(cl:- ,number ,@more-numbers)))))
 
 (define-compiler-macro 1+ (number)
@@ -154,13 +193,25 @@ the compiler, keeps the sum a fixnum; else WHOLE, CL's."
 (define-compiler-macro 1- (number)
   `(- ,number 1))
 
+;;; ECL's INCF and DECF expand to CL:+ and CL:-, which the compiler macros
+;;; above never see: the package shadows them too, with these.
+
+(define-modify-macro incf (&optional (delta 1)) +
+  "CL:INCF, its sum the package's + (open-coded where the types allow).")
+
+(define-modify-macro decf (&optional (delta 1)) -
+  "CL:DECF, its difference the package's - (open-coded where the types
+allow).")
+
 (defmacro multiplicative-hash (x)
   "Bits 32 to 63 of X, a non-negative fixnum, times 2^64/phi (modulo 2^64):
 a hash of X that spreads neighbouring values.  In C's unsigned arithmetic,
-where ECL's would make a bignum of the product."
-  `(ffi:c-inline (,x) (:fixnum) :fixnum
-                 "((cl_fixnum)(((uint64_t)(#0) * 0x9E3779B97F4A7C15ULL) >> 32))"
-                 :one-liner t :side-effects nil))
+where ECL's would make a bignum of the product; of a declared 32-bit type,
+so that what is made of it is open-coded in turn."
+  `(ext:truly-the (unsigned-byte 32)
+                  (ffi:c-inline (,x) (:fixnum) :fixnum
+                                "((cl_fixnum)(((uint64_t)(#0) * 0x9E3779B97F4A7C15ULL) >> 32))"
+                                :one-liner t :side-effects nil)))
 
 (define-compiler-macro logtest (integer-1 integer-2)
   `(not (zerop (logand ,integer-1 ,integer-2))))
