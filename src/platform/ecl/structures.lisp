@@ -14,8 +14,16 @@
 ;;;; reader, or ECL_STRUCTURE_SET, otherwise (an included structure's
 ;;;; instance, or anything else, which they refuse as before).  The value
 ;;;; read is declared of the slot's type, which ECL then open-codes as it
-;;;; does a declared variable.  Loaded with the package, before the first
-;;;; DEFSTRUCT (src/extensions.lisp).
+;;;; does a declared variable.
+;;;;
+;;;; ECL tests an object's type against a structure's, in TYPEP and in the
+;;;; check of every declaration of an argument of that type, with
+;;;; SI:OF-CLASS-P: a call that takes the object's class and walks its
+;;;; superclasses, a few percent of storing a list of mixed objects.  Here
+;;;; each structure also gets a type predicate (ECL's TYPE-PREDICATE
+;;;; property of the type's name, which its TYPEP compiles to a call of),
+;;;; inline: the same comparison of the instance's structure name first.
+;;;; Loaded with the package, before the first DEFSTRUCT (src/extensions.lisp).
 
 (in-package #:binstore)
 
@@ -63,9 +71,28 @@ OBJECT is not an instance of exactly NAME."
                           offset offset)
                  :one-liner t :side-effects t))
 
+(defun structure-type-forms (name)
+  "Forms that define an inline type predicate of the structure NAME,
+testing an instance's name before SI:OF-CLASS-P, and make it the one ECL's
+TYPEP and declarations of NAME compile to (see this file's header).  The
+predicate is proclaimed inline in an EVAL-WHEN: a DECLAIM in this macro's
+PROGN would not make ECL inline it in other files."
+  (let ((predicate (intern (format nil "%~a-TYPEP" (symbol-name name)) (symbol-package name))))
+    `((eval-when (:compile-toplevel :load-toplevel :execute)
+        (proclaim '(inline ,predicate)))
+      (defun ,predicate (object)
+        ,(format nil "True when OBJECT is of the structure type ~a." name)
+        (or (ffi:c-inline (object ',name) (:object :object) :bool
+                          "(ECL_INSTANCEP(#0) && ECL_STRUCT_NAME(#0) == (#1))"
+                          :one-liner t :side-effects nil)
+            (si::of-class-p object ',name)))
+      (eval-when (:compile-toplevel :load-toplevel :execute)
+        (si:put-sysprop ',name 'si::type-predicate ',predicate)))))
+
 (defmacro defstruct (name-and-options &rest slot-descriptions)
   "CL:DEFSTRUCT, then its slot readers and writers compiled inline where
-they are used (SLOT-ACCESSOR-FORMS), from the rest of its file on."
+they are used (SLOT-ACCESSOR-FORMS), and its type tested inline
+(STRUCTURE-TYPE-FORMS), from the rest of its file on."
   (let ((name (if (consp name-and-options) (first name-and-options) name-and-options)))
     ;; the MACROLET is expanded after CL:DEFSTRUCT has been processed, when
     ;; ECL knows the slots' offsets
@@ -73,4 +100,9 @@ they are used (SLOT-ACCESSOR-FORMS), from the rest of its file on."
        (cl:defstruct ,name-and-options ,@slot-descriptions)
        (macrolet ((inline-slot-accessors () `(progn ,@(slot-accessor-forms ',name))))
          (inline-slot-accessors))
+       ;; (a structure of :TYPE LIST or VECTOR is no class: ECL's own test)
+       ,@(unless (and (consp name-and-options)
+                      (find :type (rest name-and-options)
+                            :key (lambda (option) (if (consp option) (first option) option))))
+           (structure-type-forms name))
        ',name)))
