@@ -148,6 +148,9 @@ that loads binstore, nor for other systems' files."
                   :depends-on ((:feature :ecl "ecl/os") (:feature :ecl "ecl/objects")
                                (:feature :clisp "clisp/os") (:feature :clisp "clisp/objects")
                                (:feature :abcl "abcl/os") (:feature :abcl "abcl/objects")))
+                 ;; INLINE-FLET where local functions inline (ECL's is
+                 ;; in ecl/memory.lisp)
+                 (:file "local-functions" :if-feature (:not :ecl))
                  (:file "prefetch")
                  (:file "cpu" :depends-on ((:feature :sbcl "memory") (:feature :sbcl "runtime")
                                            (:feature :ecl "ecl/memory")

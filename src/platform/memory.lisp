@@ -121,15 +121,6 @@ ranges may overlap); the caller has checked both ranges."
 only where the surrounding code has proved it (a comment says how)."
   `(sb-ext:truly-the ,type ,form))
 
-(defmacro inline-flet (definitions &body body)
-  "FLET of DEFINITIONS around BODY, each function declared inline.  The
-functions take required parameters only, are only called by name, and
-their free variables are ones no call site rebinds (ECL's INLINE-FLET makes
-them local macros)."
-  `(flet ,definitions
-     (declare (inline ,@(mapcar #'first definitions)))
-     ,@body))
-
 (defmacro define-global (name value &optional documentation)
   "Define NAME as a global variable, never bound dynamically (so read
 without a thread-local lookup), set to VALUE when first defined."

@@ -63,15 +63,6 @@ element type whose zero is known here."
   "FORM's value, of TYPE (checked or not as ABCL's compiler chooses)."
   `(the ,type ,form))
 
-(defmacro inline-flet (definitions &body body)
-  "FLET of DEFINITIONS around BODY, each function declared inline.  The
-functions take required parameters only, are only called by name, and
-their free variables are ones no call site rebinds (ECL's INLINE-FLET makes
-them local macros)."
-  `(flet ,definitions
-     (declare (inline ,@(mapcar #'first definitions)))
-     ,@body))
-
 (defmacro define-global (name value &optional documentation)
   "Define NAME as a global variable, set to VALUE when first defined (ABCL:
 a special variable)."

@@ -120,15 +120,6 @@ constant element type (whose zero and bound are known here)."
   "FORM's value, of TYPE (CLISP's compiler does not use the declaration)."
   `(the ,type ,form))
 
-(defmacro inline-flet (definitions &body body)
-  "FLET of DEFINITIONS around BODY, each function declared inline.  The
-functions take required parameters only, are only called by name, and
-their free variables are ones no call site rebinds (ECL's INLINE-FLET makes
-them local macros)."
-  `(flet ,definitions
-     (declare (inline ,@(mapcar #'first definitions)))
-     ,@body))
-
 (defmacro define-global (name value &optional documentation)
   "Define NAME as a global variable, set to VALUE when first defined (CLISP:
 a special variable)."
