@@ -437,10 +437,56 @@ passed and failed."
                          (subseq integers 0 20)))
                 integers))))
 
+;;; The platform's INLINE-FLET (local macros on ECL) against FLET: each
+;;; argument evaluated once, in order, RETURN-FROM the function's name, a
+;;; function's value used by the body.
+
+(defun inline-flet-agrees-p ()
+  "True when INLINE-FLET's functions behave as FLET's."
+  (let ((order '()) (total 0))
+    (binstore::inline-flet ((add (x y)
+                              (when (minusp x)
+                                (return-from add :negative))
+                              (incf total (+ x y))
+                              total))
+      (let ((a (add (progn (push 1 order) 2) (progn (push 2 order) 3)))
+            (b (add (progn (push 3 order) -1) (progn (push 4 order) 0))))
+        (and (eql a 5) (eq b :negative) (eql total 5)
+             (equal (reverse order) '(1 2 3 4)))))))
+
+;;; Structures defined by the package's DEFSTRUCT (on ECL, with an inline
+;;; type test of the structure's name first): TYPEP, TYPECASE and a
+;;; declared argument's check, of an instance, an included structure's
+;;; instance and other objects.
+
+(binstore::defstruct portable-parent (a 0))
+(binstore::defstruct (portable-child (:include portable-parent)) (b 0))
+
+(defun parent-a (x)
+  (declare (type portable-parent x))
+  (portable-parent-a x))
+
+(defun structure-types-agree-p ()
+  "True when the structure types above answer as CL's."
+  (let ((parent (make-portable-parent :a 1))
+        (child (make-portable-child :a 2 :b 3))
+        (others (list 1 "s" (make-array 3) (list 1) nil)))
+    (flet ((kind (x) (typecase x (portable-child :child) (portable-parent :parent) (t :other))))
+      (and (typep parent 'portable-parent) (typep child 'portable-parent)
+           (typep child 'portable-child) (not (typep parent 'portable-child))
+           (notany (lambda (x) (typep x 'portable-parent)) others)
+           (eq (kind parent) :parent) (eq (kind child) :child)
+           (every (lambda (x) (eq (kind x) :other)) others)
+           (eql (parent-a parent) 1) (eql (parent-a child) 2)
+           (every (lambda (x) (typep (nth-value 1 (ignore-errors (parent-a x))) 'type-error))
+                  others)))))
+
 (defun place-checks ()
   "(name . thunk) pairs, each thunk true when its check holds."
   (list
    (cons "the platform's arithmetic" #'arithmetic-agrees-p)
+   (cons "local functions inline" #'inline-flet-agrees-p)
+   (cons "structure types" #'structure-types-agree-p)
    (cons "file"
          (lambda ()
            (let ((file (temporary-file "file")))
