@@ -138,6 +138,14 @@ the fixnums; else WHOLE, CL's."
            (t ,(subst x form whole :test #'eq)))))))
 
 (eval-when (:compile-toplevel :load-toplevel :execute)
+  (defun c-fixnum-arithmetic (c-operator a b)
+    "A form of C's C-OPERATOR (\"+\" or \"-\") on the fixnums A and B, of
+fixnum value: for a caller that knows the result to be a fixnum (here, the
+platform's TRULY-THE, POINTER+ and POINTER-)."
+    `(ffi:c-inline (,a ,b) (:fixnum :fixnum) :fixnum
+                   ,(format nil "((#0) ~a (#1))" c-operator)
+                   :one-liner t :side-effects nil))
+
   (defun fixnum-sum (a b operator c-operator)
     "A and B (evaluated in that order) combined by OPERATOR, CL:+ or CL:-:
 C's C-OPERATOR when the types of both, known to the compiler, keep the
@@ -146,9 +154,7 @@ non-negative fixnums too); else OPERATOR."
     (let* ((x (gensym "X")) (y (gensym "Y"))
            (half `(integer ,(cl:ash most-negative-fixnum -1) ,(cl:ash most-positive-fixnum -1)))
            (natural `(integer 0 ,most-positive-fixnum))
-           (c `(ffi:c-inline ((the fixnum ,x) (the fixnum ,y)) (:fixnum :fixnum) :fixnum
-                             ,(format nil "((#0) ~a (#1))" c-operator)
-                             :one-liner t :side-effects nil))
+           (c (c-fixnum-arithmetic c-operator `(the fixnum ,x) `(the fixnum ,y)))
            (lisp `(,operator ,x ,y)))
       (let ((halves `(ext:compiler-typecase ,x
                        (,half (ext:compiler-typecase ,y (,half ,c) (t ,lisp)))

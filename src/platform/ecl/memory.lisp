@@ -104,14 +104,12 @@ when they visibly do not."
   "The pointer OFFSET bytes after POINTER: C's addition of two fixnums (an
 address plus an offset within memory the caller holds is an address, a
 fixnum; ECL's + would call its generic ECL_PLUS)."
-  `(ffi:c-inline (,pointer ,offset) (:fixnum :fixnum) :fixnum "((#0) + (#1))"
-                 :one-liner t :side-effects nil))
+  (c-fixnum-arithmetic "+" pointer offset))
 
 (defmacro pointer- (pointer base)
   "The signed distance in bytes from BASE to POINTER: C's subtraction of two
 addresses, fixnums."
-  `(ffi:c-inline (,pointer ,base) (:fixnum :fixnum) :fixnum "((#0) - (#1))"
-                 :one-liner t :side-effects nil))
+  (c-fixnum-arithmetic "-" pointer base))
 
 (defmacro pointer= (a b)
   "True when the pointers A and B are the same address."
@@ -200,11 +198,8 @@ the result stays a fixnum (src/platform/ecl/arithmetic.lisp)."
            (= (length form) 3)
            (subtypep type 'fixnum))
       `(ext:truly-the ,type
-                      (ffi:c-inline (,(second form) ,(third form)) (:fixnum :fixnum) :fixnum
-                                    ,(if (member (first form) '(+ cl:+))
-                                         "((#0) + (#1))"
-                                         "((#0) - (#1))")
-                                    :one-liner t :side-effects nil))
+                      ,(c-fixnum-arithmetic (if (member (first form) '(+ cl:+)) "+" "-")
+                                            (second form) (third form)))
       `(ext:truly-the ,type ,form)))
 
 ;;; ECL compiles no local function inline, whatever its declarations: a

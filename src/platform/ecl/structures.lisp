@@ -27,6 +27,11 @@
 
 (in-package #:binstore)
 
+(defparameter *exact-instance-test*
+  "(ECL_INSTANCEP(#0) && ECL_STRUCT_NAME(#0) == (#1))"
+  "C's test that the object #0 is an instance of exactly the structure
+named #1: the fast path of the slot readers, writers and type tests here.")
+
 (defun slot-accessor-forms (name)
   "Forms that give each slot reader of the structure NAME a compiler macro
 reading the slot in place, and each writable slot a SETF expansion storing
@@ -46,10 +51,9 @@ recorded when it compiles or loads the DEFSTRUCT."
   "The compiler macro of READER, which reads the slot at OFFSET, of TYPE,
 of the structure NAME."
   (let ((c-expression
-          (format nil "((ECL_INSTANCEP(#0) && ECL_STRUCT_NAME(#0) == (#1)) ~
-                        ? (#0)->instance.slots[~d] ~
+          (format nil "(~a ? (#0)->instance.slots[~d] ~
                         : ecl_function_dispatch(cl_env_copy,#2)(1,#0))"
-                  offset)))
+                  *exact-instance-test* offset)))
     (lambda (form environment)
       (declare (ignore environment))
       (if (and (consp form) (eq (first form) reader) (= (length form) 2))
@@ -65,10 +69,9 @@ of the structure NAME."
 structure NAME; through ECL_STRUCTURE_SET (which checks OBJECT's type) when
 OBJECT is not an instance of exactly NAME."
   `(ffi:c-inline (,object ',name ,value) (:object :object :object) :object
-                 ,(format nil "((ECL_INSTANCEP(#0) && ECL_STRUCT_NAME(#0) == (#1)) ~
-                               ? ((#0)->instance.slots[~d] = (#2)) ~
+                 ,(format nil "(~a ? ((#0)->instance.slots[~d] = (#2)) ~
                                : ecl_structure_set(#0,#1,~d,#2))"
-                          offset offset)
+                          *exact-instance-test* offset offset)
                  :one-liner t :side-effects t))
 
 (defun structure-type-forms (name)
@@ -83,7 +86,7 @@ PROGN would not make ECL inline it in other files."
       (defun ,predicate (object)
         ,(format nil "True when OBJECT is of the structure type ~a." name)
         (or (ffi:c-inline (object ',name) (:object :object) :bool
-                          "(ECL_INSTANCEP(#0) && ECL_STRUCT_NAME(#0) == (#1))"
+                          ,*exact-instance-test*
                           :one-liner t :side-effects nil)
             (si::of-class-p object ',name)))
       (eval-when (:compile-toplevel :load-toplevel :execute)
