@@ -48,9 +48,9 @@ it unboxed."
   (declare (type (unsigned-byte 8) tag))
   (cond ((= tag +tag-double-float+) (mem-double sap q))
         ((= tag +tag-complex-double+)
-         (complex (mem-double sap q) (mem-double sap (+ q 8))))
+         (float-complex (mem-double sap q) (mem-double sap (+ q 8))))
         ((= tag +tag-single-float+) (mem-single sap q))
-        (t (complex (mem-single sap q) (mem-single sap (+ q 4))))))
+        (t (float-complex (mem-single sap q) (mem-single sap (+ q 4))))))
 
 (defun read-fixed-integer (ib tag)
   "Read from IB the payload of the integer tag TAG (not a small integer),

@@ -15,7 +15,7 @@
   "True when the float X is a NaN."
   (sb-ext:float-nan-p x))
 
-(declaim (inline single-float-from-bits double-float-from-bits))
+(declaim (inline single-float-from-bits double-float-from-bits float-complex))
 (defun single-float-from-bits (bits)
   "The single float whose IEEE 754 encoding is BITS, a (signed-byte 32)."
   (sb-kernel:make-single-float bits))
@@ -24,6 +24,11 @@
   "The double float whose IEEE 754 encoding has HIGH, a (signed-byte 32),
 as its upper 32 bits and LOW, an (unsigned-byte 32), as its lower."
   (sb-kernel:make-double-float high low))
+
+(defun float-complex (realpart imagpart)
+  "The complex whose parts are the floats REALPART and IMAGPART, both
+single floats or both double floats."
+  (complex realpart imagpart))
 
 ;;; Integers.  A bignum is a vector of 64-bit digits, least significant
 ;;; first, in two's complement; binstore writes and reads magnitudes a digit

@@ -152,18 +152,28 @@ so pointers into them stay valid."
 ;;; and a place (DEFSETF).  memcpy of a constant size compiles to one load
 ;;; or store, without assuming alignment or breaking C's aliasing rules.
 
-(defmacro define-memory-accessor (name c-type lisp-type)
+(defmacro define-memory-accessor (name c-type lisp-type &key float-object)
   "Define NAME, the place of the C-TYPE at an offset from a pointer (a
 value of the FFI type LISP-TYPE).  Its SETF is the short form of DEFSETF,
 to a macro: ECL's SETF then expands to the macro's call with the place's
 own forms, where the long form binds them to temporaries of no declared
-type, each converted to C through a call (ECL_TO_FIXNUM, ECL_TO_UINT8_T)."
-  (let ((read (format nil "({~a v_; memcpy(&v_, (void*)(#0+#1), sizeof v_); v_;})" c-type))
+type, each converted to C through a call (ECL_TO_FIXNUM, ECL_TO_UINT8_T).
+FLOAT-OBJECT, for a float type, names ECL's object type and accessor
+\(\"t_doublefloat\" \"ecl_double_float\"): the value read is boxed by
+allocating that object, not by ECL_MAKE_DOUBLE_FLOAT, which compares it
+with zero -- a comparison that traps on a signalling NaN, bits a file
+may hold."
+  (let ((read (if float-object
+                  (format nil "({~a v_; cl_object o_ = ecl_alloc_object(~a);
+                                memcpy(&v_, (void*)(#0+#1), sizeof v_); ~a(o_) = v_; o_;})"
+                          c-type (first float-object) (second float-object))
+                  (format nil "({~a v_; memcpy(&v_, (void*)(#0+#1), sizeof v_); v_;})" c-type)))
         (write (format nil "({~a v_ = #2; memcpy((void*)(#0+#1), &v_, sizeof v_); v_;})" c-type))
         (writer (intern (format nil "SET-~a" name))))
     `(progn
        (defmacro ,name (pointer offset)
-         (list 'ffi:c-inline (list pointer offset) '(:fixnum :fixnum) ,lisp-type
+         (list 'ffi:c-inline (list pointer offset) '(:fixnum :fixnum)
+               ,(if float-object :object lisp-type)
                ,read :one-liner t :side-effects nil))
        (defmacro ,writer (pointer offset value)
          (list 'ffi:c-inline (list pointer offset value) '(:fixnum :fixnum ,lisp-type) ,lisp-type
@@ -177,8 +187,10 @@ type, each converted to C through a call (ECL_TO_FIXNUM, ECL_TO_UINT8_T)."
 (define-memory-accessor mem-s16 "int16_t" :int16-t)
 (define-memory-accessor mem-s32 "int32_t" :int32-t)
 (define-memory-accessor mem-s64 "int64_t" :int64-t)
-(define-memory-accessor mem-single "float" :float)
-(define-memory-accessor mem-double "double" :double)
+(define-memory-accessor mem-single "float" :float
+  :float-object ("t_singlefloat" "ecl_single_float"))
+(define-memory-accessor mem-double "double" :double
+  :float-object ("t_doublefloat" "ecl_double_float"))
 
 (defmacro move-memory (to from count)
   "Copy COUNT bytes from the pointer FROM to the pointer TO (memmove: the

@@ -12,20 +12,40 @@
   "True when the float X is a NaN."
   (ext:float-nan-p x))
 
-(declaim (inline single-float-from-bits double-float-from-bits))
+(declaim (inline single-float-from-bits double-float-from-bits float-complex))
+;;; Each float is boxed by allocating it, not by ECL_MAKE_DOUBLE_FLOAT or
+;;; ECL_MAKE_COMPLEX, which compare the value with zero: on a signalling
+;;; NaN, bits any file may hold, the comparison traps (FE_INVALID).
 (defun single-float-from-bits (bits)
   "The single float whose IEEE 754 encoding is BITS, a (signed-byte 32)."
-  (ffi:c-inline (bits) (:int32-t) :float
-                "({ int32_t b_ = #0; float f_; memcpy(&f_, &b_, 4); f_; })"
+  (ffi:c-inline (bits) (:int32-t) :object
+                "({ int32_t b_ = #0; cl_object o_ = ecl_alloc_object(t_singlefloat);
+                    memcpy(&ecl_single_float(o_), &b_, 4); o_; })"
                 :one-liner t :side-effects nil))
 
 (defun double-float-from-bits (high low)
   "The double float whose IEEE 754 encoding has HIGH, a (signed-byte 32),
 as its upper 32 bits and LOW, an (unsigned-byte 32), as its lower."
-  (ffi:c-inline (high low) (:int32-t :uint32-t) :double
+  (ffi:c-inline (high low) (:int32-t :uint32-t) :object
                 "({ uint64_t b_ = ((uint64_t)(uint32_t)#0 << 32) | (uint64_t)#1;
-                    double d_; memcpy(&d_, &b_, 8); d_; })"
+                    cl_object o_ = ecl_alloc_object(t_doublefloat);
+                    memcpy(&ecl_double_float(o_), &b_, 8); o_; })"
                 :one-liner t :side-effects nil))
+
+(defun float-complex (realpart imagpart)
+  "The complex whose parts are the floats REALPART and IMAGPART, both
+single floats or both double floats."
+  (if (typep realpart 'double-float)
+      (ffi:c-inline (realpart imagpart) (:object :object) :object
+                    "({ cl_object o_ = ecl_alloc_object(t_cdfloat);
+                        double p_[2] = { ecl_double_float(#0), ecl_double_float(#1) };
+                        memcpy(&ecl_cdfloat(o_), p_, sizeof p_); o_; })"
+                    :one-liner t :side-effects nil)
+      (ffi:c-inline (realpart imagpart) (:object :object) :object
+                    "({ cl_object o_ = ecl_alloc_object(t_csfloat);
+                        float p_[2] = { ecl_single_float(#0), ecl_single_float(#1) };
+                        memcpy(&ecl_csfloat(o_), p_, sizeof p_); o_; })"
+                    :one-liner t :side-effects nil)))
 
 ;;; Integers.  Digits are 64-bit, two's complement, least significant first,
 ;;; as on SBCL: taken with LDB, which is exact on any Lisp.
@@ -331,10 +351,13 @@ and whether that is known from the classes alone."
 
 (declaim (inline instance-layout))
 (defun instance-layout (instance)
-  "What tells instances of one class apart from others: ECL's instance's
+  "What tells instances of one class apart from others: a standard object's
 slot definitions, which a redefinition replaces (EQ for two instances of
-the same class in the same definition)."
-  (ffi:c-inline (instance) (:object) :object "(#0)->instance.slotds"
+the same class in the same definition); a structure's class, as ECL leaves
+every structure's slot definitions unbound (the same for all of them)."
+  (ffi:c-inline (instance) (:object) :object
+                "({ cl_object s_ = (#0)->instance.slotds;
+                    s_ == ECL_UNBOUND ? (#0)->instance.clas : s_; })"
                 :one-liner t :side-effects nil))
 
 (defmacro structure-slot-at (instance index)

@@ -8,6 +8,12 @@
 
 (in-package #:binstore)
 
+(declaim (inline float-complex))
+(defun float-complex (realpart imagpart)
+  "The complex whose parts are the floats REALPART and IMAGPART, both
+single floats or both double floats."
+  (complex realpart imagpart))
+
 (defun string-word (string i)
   "The Ith 64-bit word of the simple base STRING's characters, each a byte
 \(the format's base strings are ASCII); the bytes past the string's end
