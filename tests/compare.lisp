@@ -72,9 +72,9 @@ of one step as STEP*COUNT, showing the innermost 12 runs."
   "True when numbers A and B are the same type and value; floats bit for bit."
   (typecase a
     (double-float (and (typep b 'double-float)
-                       (= (sb-kernel:double-float-bits a) (sb-kernel:double-float-bits b))))
+                       (= (double-float-bits a) (double-float-bits b))))
     (single-float (and (typep b 'single-float)
-                       (= (sb-kernel:single-float-bits a) (sb-kernel:single-float-bits b))))
+                       (= (single-float-bits a) (single-float-bits b))))
     (complex (and (complexp b)
                   (same-number-p (realpart a) (realpart b))
                   (same-number-p (imagpart a) (imagpart b))))
@@ -242,30 +242,27 @@ when A was paired with another object, or (with REVERSE) B with another A."
     (differ path "pathname ~a restored as ~a" a b)))
 
 (defun compare-structure (cmp a b path)
-  (dolist (slot (sb-kernel:dd-slots (sb-kernel:find-defstruct-description (type-of a))))
-    (let* ((name (sb-kernel:dsd-name slot))
-           (value-a (slot-value a name))
-           (value-b (slot-value b name))
-           (step (list* (list :slot name) path)))
-      (if (eq (sb-kernel:dsd-raw-type slot) t)
-          (push-pair cmp value-a value-b step)
-          ;; A raw slot boxes a fresh number on each read: compare values only.
-          (unless (same-scalar-p value-a value-b)
-            (differ step "raw slot ~a restored as ~a" value-a value-b))))))
+  (loop for (name . raw-p) in (structure-slots a)
+        do (let ((value-a (slot-value a name))
+                 (value-b (slot-value b name))
+                 (step (list* (list :slot name) path)))
+             (if raw-p
+                 ;; A raw slot boxes a fresh number on each read: compare values only.
+                 (unless (same-scalar-p value-a value-b)
+                   (differ step "raw slot ~a restored as ~a" value-a value-b))
+                 (push-pair cmp value-a value-b step)))))
 
 (defun compare-slots (cmp a b path)
   "Standard objects and conditions: every instance slot, bound or not.
 Class slots are the same storage in A and B, so there is nothing to compare."
-  (dolist (slot (sb-mop:class-slots (class-of a)))
-    (let ((name (sb-mop:slot-definition-name slot)))
-      (when (eq (sb-mop:slot-definition-allocation slot) :instance)
-        (let ((bound-a (slot-boundp a name))
-              (bound-b (slot-boundp b name))
-              (step (list* (list :slot name) path)))
-          (cond ((not (eq bound-a bound-b))
-                 (differ step "slot boundness ~a restored as ~a" bound-a bound-b))
-                (bound-a
-                 (push-pair cmp (slot-value a name) (slot-value b name) step))))))))
+  (dolist (name (instance-slot-names a))
+    (let ((bound-a (slot-boundp a name))
+          (bound-b (slot-boundp b name))
+          (step (list* (list :slot name) path)))
+      (cond ((not (eq bound-a bound-b))
+             (differ step "slot boundness ~a restored as ~a" bound-a bound-b))
+            (bound-a
+             (push-pair cmp (slot-value a name) (slot-value b name) step))))))
 
 ;;; Hash tables.  An entry of A is paired with the entry of B whose key is
 ;;; A's key's counterpart: known from the correspondence, or found by B's own
@@ -281,8 +278,8 @@ Class slots are the same storage in A and B, so there is nothing to compare."
     (attribute "size" #'hash-table-size)
     (attribute "rehash size" #'hash-table-rehash-size)
     (attribute "rehash threshold" #'hash-table-rehash-threshold)
-    (attribute "weakness" #'sb-ext:hash-table-weakness)
-    (attribute "synchronization" #'sb-ext:hash-table-synchronized-p)
+    (attribute "weakness" #'hash-table-weakness)
+    (attribute "synchronization" #'hash-table-synchronized-p)
     (attribute "count" #'hash-table-count))
   (when (comparison-entries cmp)
     (queue-entries cmp a b path)))
@@ -432,7 +429,7 @@ to one.  On a difference, return NIL and a message saying where."
   (is (differ-p "abc" (coerce "abc" 'simple-base-string)))
   (is (differ-p 0.0 -0.0))
   (is (differ-p 1d0 1f0))
-  (is (differ-p (sb-kernel:make-double-float #x7FF80000 0) (sb-kernel:make-double-float #x7FF80000 1)))
+  (is (differ-p (make-double-float #x7FF80000 0) (make-double-float #x7FF80000 1)))
   (is (differ-p (list 1 2) (list 1 2 3)))
   (is (differ-p (list 1 2) (list* 1 2 3)))
   (is (differ-p (make-symbol "A") (make-symbol "B")))
@@ -518,13 +515,13 @@ paths under this fixture, and SAFE-DEFAULTS tests the defaults of now."
     (&body)))
 
 (defun make-option-thread (function &rest keys)
-  "SB-THREAD:MAKE-THREAD for a thread that sees the options' values of the
+  "MAKE-TEST-THREAD for a thread that sees the options' values of the
 thread making it: a new thread sees the global values of special
 variables, not the bindings of a fixture such as FORMAT-2-DEFAULTS."
   (let ((magic binstore:*output-magic-number*)
         (header binstore:*require-header*)
         (lists binstore:*support-shared-list-structures*))
-    (apply #'sb-thread:make-thread
+    (apply #'make-test-thread
            (lambda ()
              (let ((binstore:*output-magic-number* magic)
                    (binstore:*require-header* header)

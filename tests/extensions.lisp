@@ -285,9 +285,9 @@
 (test progress-reports-end-with-the-bytes
   (let* ((data (loop for i below 20000 collect (format nil "item ~d" i)))
          (reports '())
-         (lock (sb-thread:make-mutex)))
+         (lock (make-test-lock)))
     (flet ((report (done total)
-             (sb-thread:with-mutex (lock) (push (list done total) reports))))
+             (with-test-lock (lock) (push (list done total) reports))))
       (let ((bytes (binstore:store nil data :progress #'report)))
         ;; the last report, made when the store has finished, has every byte
         (is (equal (list (length bytes) nil) (first reports)))

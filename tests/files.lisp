@@ -79,7 +79,7 @@ hide a leak nor fake one), and DIRECTORY holds no temporary file."
   "The serious condition THUNK signals (NIL if none): an error, or a
 SB-EXT:TIMEOUT, under a 60-second limit so that a store waiting for
 something cannot hang the suite."
-  (handler-case (progn (sb-ext:with-timeout 60 (funcall thunk)) nil)
+  (handler-case (progn (with-timeout (60) (funcall thunk)) nil)
     (serious-condition (c) c)))
 
 (defun check-file-error (condition place &rest words)
@@ -278,7 +278,7 @@ BINSTORE-FILE-ERROR and change nothing."
   "Run FUNCTION in a new thread called NAME; return a function that waits for
 it (at most 60 seconds; then it is terminated) and returns its value, or
 :TIMEOUT, or the error it signalled."
-  (let ((thread (sb-thread:make-thread
+  (let ((thread (make-test-thread
                  (lambda () (handler-case (funcall function) (error (c) c)))
                  :name name)))
     (lambda ()
@@ -326,15 +326,15 @@ leaves no descriptor open."
                                                  :element-type '(unsigned-byte 8))
                          (write-sequence octets out))
                        :written))))
-         (let ((restored (handler-case (sb-ext:with-timeout 60 (binstore:restore fifo))
+         (let ((restored (handler-case (with-timeout (60) (binstore:restore fifo))
                            (error (c) c))))
            (check-same data restored))
          (is (eq :written (funcall wait))))
        ;; nobody at the other end: both wait until interrupted
-       (is (typep (file-error-of (lambda () (sb-ext:with-timeout 0.2 (binstore:store fifo data))))
-                  'sb-ext:timeout))
-       (is (typep (file-error-of (lambda () (sb-ext:with-timeout 0.2 (binstore:restore fifo))))
-                  'sb-ext:timeout))
+       (is (typep (file-error-of (lambda () (with-timeout (0.2) (binstore:store fifo data))))
+                  'test-timeout))
+       (is (typep (file-error-of (lambda () (with-timeout (0.2) (binstore:restore fifo))))
+                  'test-timeout))
        (is (eq :fifo (kind-at fifo)))
        (check-no-leaks directory before "after the FIFOs")
        (is (equal '("fifo") (entry-names directory)))))))
@@ -542,7 +542,7 @@ and the stopper.  The thread's value is (:completed N :interrupted M), or
 the report of an error that escaped."
   (let* ((stop nil)
          (thread
-           (sb-thread:make-thread
+           (make-test-thread
             (lambda ()
               (handler-case
                   (let ((completed 0) (interrupted 0))

@@ -1,7 +1,7 @@
 ;;;; A seeded generator of random nested data covering every kind of object
 ;;;; binstore stores, with optional sharing and cycles.
 ;;;;
-;;;;   (random-datum (sb-ext:seed-random-state 42) :sharing t :cycles t)
+;;;;   (random-datum (seeded-random-state 42) :sharing t :cycles t)
 ;;;;
 ;;;; The same seed always gives the same datum (up to the identity of fresh
 ;;;; uninterned symbols), so a failing case is reproduced from its seed.
@@ -96,28 +96,28 @@
 (defun random-double (g)
   (case (rnd g 4)
     (0 (pick g (list 0d0 -0d0 1d0 -1.5d0
-                     sb-ext:double-float-positive-infinity
-                     sb-ext:double-float-negative-infinity
+                     +double-positive-infinity+
+                     +double-negative-infinity+
                      most-positive-double-float least-positive-double-float
-                     (sb-kernel:make-double-float #x7FF80000 0)          ; quiet NaN
-                     (sb-kernel:make-double-float -524288 0)             ; negative NaN
-                     (sb-kernel:make-double-float #x7FF00000 1)          ; signalling NaN
-                     (sb-kernel:make-double-float #x7FF80000 #x12345678) ; NaN payload
-                     (sb-kernel:make-double-float 0 1))))                ; denormal
-    (1 (sb-kernel:make-double-float (random-signed g 32) (rnd g (expt 2 32))))
+                     (make-double-float #x7FF80000 0)          ; quiet NaN
+                     (make-double-float -524288 0)             ; negative NaN
+                     (make-double-float #x7FF00000 1)          ; signalling NaN
+                     (make-double-float #x7FF80000 #x12345678) ; NaN payload
+                     (make-double-float 0 1))))                ; denormal
+    (1 (make-double-float (random-signed g 32) (rnd g (expt 2 32))))
     (t (- (random 2d6 (generator-state g)) 1d6))))
 
 (defun random-single (g)
   (case (rnd g 4)
     (0 (pick g (list 0f0 -0f0 1f0 -2.5f0
-                     sb-ext:single-float-positive-infinity
-                     sb-ext:single-float-negative-infinity
+                     +single-positive-infinity+
+                     +single-negative-infinity+
                      most-positive-single-float least-positive-single-float
-                     (sb-kernel:make-single-float #x7FC00000)            ; quiet NaN
-                     (sb-kernel:make-single-float (- #xFFC00000 (expt 2 32)))
-                     (sb-kernel:make-single-float #x7F800001)            ; signalling NaN
-                     (sb-kernel:make-single-float #x7FC12345))))         ; NaN payload
-    (1 (sb-kernel:make-single-float (random-signed g 32)))
+                     (make-single-float #x7FC00000)            ; quiet NaN
+                     (make-single-float (- #xFFC00000 (expt 2 32)))
+                     (make-single-float #x7F800001)            ; signalling NaN
+                     (make-single-float #x7FC12345))))         ; NaN payload
+    (1 (make-single-float (random-signed g 32)))
     (t (- (random 2f4 (generator-state g)) 1f4))))
 
 (defun random-complex (g)
@@ -178,7 +178,7 @@
     (t (make-symbol (pick g *symbol-names*)))))
 
 (defun random-package (g)
-  (find-package (pick g '(:common-lisp :keyword :cl-user :binstore-tests :sb-ext))))
+  (find-package (pick g '(:common-lisp :keyword :cl-user :binstore-tests #+sbcl :sb-ext #+ecl :ext))))
 
 (defun random-pathname (g)
   (if (chance g 0.2)

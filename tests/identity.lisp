@@ -16,7 +16,7 @@
         (make-array 4 :element-type 'character :fill-pointer 2 :initial-element #\z)
         (vector 1 2)
         (expt 2 100)
-        (sb-kernel:make-double-float #x40091EB8 #x51EB851F)
+        (make-double-float #x40091EB8 #x51EB851F)
         3/7
         #c(1d0 2d0)
         (make-gen-point :x 1)
@@ -236,7 +236,7 @@ ids past 2047 are CONS-REFs with a varint."
     (cons-references-as-leaves size)))
 
 (defun cons-references-as-leaves (size)
-  (let* ((state (sb-ext:seed-random-state 7))
+  (let* ((state (seeded-random-state 7))
          (graph (coerce (loop repeat size collect (cons nil nil)) 'simple-vector))
          (run (list 1 2 3 4 5 6))
          (self (cons nil nil))
@@ -370,10 +370,10 @@ table is the next one made, empty."
     (signals error (binstore::install-slots table (make-array 6 :initial-element 0)))
     (signals error (binstore::install-slots table (make-array 0)))
     (signals error (binstore::install-blocks table (make-array 4 :element-type 'fixnum)
-                                             (make-array 4 :element-type 'sb-ext:word)
+                                             (make-array 4 :element-type '(unsigned-byte 64))
                                              (make-array 8 :element-type '(unsigned-byte 32))))
     (signals error (binstore::install-blocks table (make-array 4 :element-type 'fixnum)
-                                             (make-array 16 :element-type 'sb-ext:word)
+                                             (make-array 16 :element-type '(unsigned-byte 64))
                                              (make-array 6 :element-type '(unsigned-byte 32))))
     ;; objects far apart in the heap, and runs of neighbours: many blocks
     (let ((objects (loop for i below 5000
@@ -385,12 +385,12 @@ table is the next one made, empty."
                   always (and (= -1 (binstore::identity-table-get table object))
                               (= -1 (binstore::identity-table-get-or-add table object)))))
         (is (not (binstore::it-hashed table)))
-        (sb-ext:gc :full t)             ; objects move: the seen bits are set afresh
+        (gc :full t)             ; objects move: the seen bits are set afresh
         (is (loop for object in objects for id from 0
                   always (= id (binstore::identity-table-get-or-add table object))))
         (is (binstore::it-hashed table))        ; met again: hashed
         (is (all-have-their-ids))
-        (sb-ext:gc :full t)             ; and the hash table is rebuilt
+        (gc :full t)             ; and the hash table is rebuilt
         (is (all-have-their-ids))
         (is (= -1 (binstore::identity-table-get table (list 'new))))
         (binstore::release-identity-table table)
@@ -526,7 +526,7 @@ between the mark and the id."
                (binstore::release-identity-table table)))))
     (is (mark-then (lambda (table y)
                      ;; a collection, then another object: the bits are set afresh
-                     (sb-ext:gc :full t)
+                     (gc :full t)
                      (binstore::identity-table-get-or-add table (list y)))))
     (is (mark-then (lambda (table y)
                      ;; Y met again: the table starts hashing
@@ -539,8 +539,8 @@ between the mark and the id."
 table in every state (seen bits, the switch to hashing, hashing), and
 every shared object still comes back as one."
   (let* ((done nil)
-         (collector (sb-thread:make-thread
-                     (lambda () (loop until done do (sb-ext:gc) (sleep 0.001)))))
+         (collector (make-test-thread
+                     (lambda () (loop until done do (gc) (sleep 0.001)))))
          (strings (loop for i below 20000 collect (format nil "s~d" i)))
          (doubles (loop for i below 20000 collect (float i 1d0)))
          ;; a long unshared stretch, then everything again: references
@@ -556,7 +556,7 @@ every shared object still comes back as one."
                (is (eq (first (first copy)) (first (aref (second copy) 0))))
                (is (eq (first (aref (second copy) 1)) (elt (first copy) 20000))))))
       (setf done t)
-      (sb-thread:join-thread collector))))
+      (join-test-thread collector))))
 
 (test identity-table-runs-claimed-in-blocks
   "A run claimed a block at a time (IDENTITY-TABLE-CLAIM-RUN with a limit,
@@ -572,7 +572,7 @@ of it."
         (let ((total n))
           (is (= block n))
           (loop while (consp next)
-                do (sb-ext:gc :full t)  ; between two blocks: the conses move
+                do (gc :full t)  ; between two blocks: the conses move
                    (multiple-value-bind (more rest)
                        (binstore::identity-table-claim-more table next block)
                      (is (= (min block (- 3000 total)) more))
@@ -582,7 +582,7 @@ of it."
                      (setf next rest)))
           (is (= 3000 total))
           (is (null next))))
-      (sb-ext:gc :full t)
+      (gc :full t)
       (multiple-value-bind (n tail) (binstore::identity-table-claim-run table second-list 10)
         (is (= 2 n))
         (is (eq tail (nthcdr 1000 first-list))))
@@ -605,7 +605,7 @@ hashing, with a run still open."
              (let ((n 0) (c list))
                (loop while (and (consp c) (binstore::identity-table-claim table c))
                      do (incf n)
-                        (when (= n 1500) (sb-ext:gc :full t)) ; mid-run: objects move
+                        (when (= n 1500) (gc :full t)) ; mid-run: objects move
                         (setf c (cdr c)))
                (values n c))))
       (multiple-value-bind (n tail) (claim-run first-list)
@@ -615,7 +615,7 @@ hashing, with a run still open."
         (is (= 2 n))
         (is (eq tail (nthcdr 1000 first-list))))
       (is (not (binstore::it-hashed table)))
-      (sb-ext:gc :full t)
+      (gc :full t)
       (is (= 1000 (binstore::identity-table-get table (nthcdr 1000 first-list))))
       (is (binstore::it-hashed table))
       (is (loop for c on first-list for id from 0
@@ -639,14 +639,14 @@ too with a collection in the middle of storing."
   (flet ((copies (data collect)
            (if collect
                (let* ((done nil)
-                      (collector (sb-thread:make-thread
-                                  (lambda () (loop until done do (sb-ext:gc) (sleep 0.0005))))))
+                      (collector (make-test-thread
+                                  (lambda () (loop until done do (gc) (sleep 0.0005))))))
                  (unwind-protect
                       (loop repeat 20
                             collect (binstore:restore
                                      (binstore:store nil data :track-references t)))
                    (setf done t)
-                   (sb-thread:join-thread collector)))
+                   (join-test-thread collector)))
                (list (binstore:restore (binstore:store nil data :track-references t))))))
     (dolist (collect '(nil t))
       (dolist (make (list (lambda (i) (+ 0.25d0 i))
@@ -718,14 +718,14 @@ written before pass unseen."
                      collect (append (loop for j below 2000 collect (+ j i)) tail)))
          (expected (binstore:store nil data :support-shared-list-structures t))
          (done nil)
-         (collector (sb-thread:make-thread
-                     (lambda () (loop until done do (sb-ext:gc) (sleep 0.0002))))))
+         (collector (make-test-thread
+                     (lambda () (loop until done do (gc) (sleep 0.0002))))))
     (unwind-protect
          (is (loop repeat 40
                    always (equalp expected
                                   (binstore:store nil data :support-shared-list-structures t))))
       (setf done t)
-      (sb-thread:join-thread collector))
+      (join-test-thread collector))
     (let ((copy (binstore:restore expected)))
       (check-same data copy)
       (is (eq (nthcdr 2000 (first copy)) (nthcdr 2000 (second copy)))))))
@@ -769,10 +769,10 @@ runs."
                         (= (length expected) (length objects))
                         (equal (reverse ids) (loop for i below 19 collect i))))))
           (is-true (mapped))
-          (sb-ext:gc :full t)                 ; the seen bits are set afresh
+          (gc :full t)                 ; the seen bits are set afresh
           (is (= 4 (binstore::identity-table-get-or-add table (fourth list))))
           (is (binstore::it-hashed table))
-          (sb-ext:gc :full t)                 ; and the hash table is rebuilt
+          (gc :full t)                 ; and the hash table is rebuilt
           (is (loop for x in expected for id from 0
                     always (= id (binstore::identity-table-get table x))))
           (is (= -1 (binstore::identity-table-get table (svref vector 0))))
@@ -785,10 +785,10 @@ runs."
   (:documentation "Collects the octets written to it, after a full collection
 at each write: the objects being stored move between two windows."))
 
-(defmethod sb-gray:stream-write-sequence :before ((stream collecting-octet-stream) sequence
+(defmethod stream-write-sequence :before ((stream collecting-octet-stream) sequence
                                                   &optional start end)
   (declare (ignore sequence start end))
-  (sb-ext:gc :full t))
+  (gc :full t))
 
 (test box-runs-through-collections
   "Lists and vectors of new doubles and complexes, written as box runs, then

@@ -2,6 +2,15 @@
 
 (defpackage #:binstore-tests
   (:use #:common-lisp #:fiveam)
+  ;; Gray streams: the tests' octet streams (places.lisp) and the streams that
+  ;; watch a store's writes
+  (:import-from #+sbcl #:sb-gray #+ecl #:gray
+                #:fundamental-binary-input-stream #:fundamental-binary-output-stream
+                #:stream-read-byte #:stream-read-sequence
+                #:stream-write-byte #:stream-write-sequence)
+  ;; ECL's Gray streams answer the element type through a generic function
+  ;; of their own; SBCL's CL:STREAM-ELEMENT-TYPE is generic already
+  #+ecl (:shadowing-import-from #:gray #:stream-element-type)
   (:export #:run-all #:run-all-and-exit #:run-from-asdf #:tests-failed #:all))
 
 (in-package #:binstore-tests)

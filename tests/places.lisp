@@ -56,6 +56,7 @@
     (is (= 1000 (array-total-size vector)) "written in place, not regrown")
     (check-same *place-datum* (binstore:restore vector))))
 
+#+sbcl ; see below: on other Lisps such a vector is not adjustable
 (test (small-fill-pointer-vector-grows :fixture format-2-defaults)
   ;; SBCL makes every vector with a fill pointer actually adjustable
   ;; (ADJUSTABLE-ARRAY-P is true even when made with :adjustable nil), so an
@@ -167,12 +168,12 @@ not exist signals FILE-ERROR, as OPEN does."
 
 ;;; In-memory Gray streams, to check nothing depends on file streams.
 
-(defclass octet-output-stream (sb-gray:fundamental-binary-output-stream)
+(defclass octet-output-stream (fundamental-binary-output-stream)
   ((octets :initform (make-array 0 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0)
            :reader stream-octets))
   (:documentation "Collects the octets written to it."))
 
-(defclass octet-input-stream (sb-gray:fundamental-binary-input-stream)
+(defclass octet-input-stream (fundamental-binary-input-stream)
   ((octets :initarg :octets)
    (position :initform 0))
   (:documentation "Reads from a vector of octets."))
@@ -180,23 +181,23 @@ not exist signals FILE-ERROR, as OPEN does."
 (defmethod stream-element-type ((stream octet-output-stream)) '(unsigned-byte 8))
 (defmethod stream-element-type ((stream octet-input-stream)) '(unsigned-byte 8))
 
-(defmethod sb-gray:stream-write-byte ((stream octet-output-stream) byte)
+(defmethod stream-write-byte ((stream octet-output-stream) byte)
   (vector-push-extend byte (stream-octets stream))
   byte)
 
-(defmethod sb-gray:stream-write-sequence ((stream octet-output-stream) sequence
+(defmethod stream-write-sequence ((stream octet-output-stream) sequence
                                           &optional (start 0) end)
   (loop for i from start below (or end (length sequence))
         do (vector-push-extend (elt sequence i) (stream-octets stream)))
   sequence)
 
-(defmethod sb-gray:stream-read-byte ((stream octet-input-stream))
+(defmethod stream-read-byte ((stream octet-input-stream))
   (with-slots (octets position) stream
     (if (< position (length octets))
         (prog1 (aref octets position) (incf position))
         :eof)))
 
-(defmethod sb-gray:stream-read-sequence ((stream octet-input-stream) sequence
+(defmethod stream-read-sequence ((stream octet-input-stream) sequence
                                          &optional (start 0) end)
   (with-slots (octets position) stream
     (let* ((end (or end (length sequence)))
@@ -357,6 +358,7 @@ byte above 127 in any one of them is refused at its own offset."
         ;; SBCL ends a base string with a zero byte (C functions are passed
         ;; the string itself): nothing read past the characters may show
         (dolist (string (first restored))
+          #+sbcl ; the terminating zero SBCL keeps after a base string's characters
           (is (zerop (sb-sys:with-pinned-objects (string)
                        (sb-sys:sap-ref-8 (sb-sys:vector-sap string) (length string))))
               "no zero byte after ~s" string))))
@@ -435,12 +437,14 @@ each repeat is the same string as its first occurrence."
 
 ;;; Raw memory
 
+#+sbcl ; raw memory (a SAP) is SBCL's
 (defun call-with-foreign-octets (size function)
   "Call FUNCTION with a sap to SIZE freshly allocated bytes, freed afterwards."
   (let ((alien (sb-alien:make-alien (sb-alien:unsigned 8) size)))
     (unwind-protect (funcall function (sb-alien:alien-sap alien))
       (sb-alien:free-alien alien))))
 
+#+sbcl ; raw memory (a SAP) is SBCL's
 (test (store-to-sap :fixture format-2-defaults)
   (call-with-foreign-octets
    4096
@@ -450,6 +454,7 @@ each repeat is the same string as its first occurrence."
        (is (= written (length (binstore:store nil *place-datum*))))
        (check-same *place-datum* (binstore:restore-from-sap sap written))))))
 
+#+sbcl ; raw memory (a SAP) is SBCL's
 (test (store-to-sap-out-of-space :fixture format-2-defaults)
   (let ((data (list (make-string 1000 :initial-element #\y) *place-datum*)))
     (call-with-foreign-octets
@@ -628,6 +633,7 @@ kernel was found to do (**HUGE-PAGES-WORK**, **POPULATE-WRITE-WORKS**)."
             binstore::**huge-pages-work** huge
             binstore::**populate-write-works** populate))))
 
+#+sbcl ; SBCL's heap
 (test (prefault-keeps-contents :fixture format-2-defaults)
   "PREFAULT and EXTEND-RUNWAY on a fresh mapping part written, with huge
 pages and without, keep every byte the pages held: over ranges short, with
@@ -684,22 +690,23 @@ a vector and from a file, equal the originals."
     (call-with-saved-prefault-state
      (lambda ()
        (dolist (binstore:*huge-pages* '(t nil))
-         (sb-ext:gc :full t)
+         (gc :full t)
          (let ((bytes (binstore:store nil data)))
-           (sb-ext:gc :full t)
+           (gc :full t)
            (is (equalp data (binstore:restore bytes)) "huge pages ~s" binstore:*huge-pages*)
            (call-with-temporary-directory
             (lambda (directory)
               (let ((pathname (merge-pathnames "large.bst" directory)))
                 (with-open-file (out pathname :direction :output :element-type '(unsigned-byte 8))
                   (write-sequence bytes out))
-                (sb-ext:gc :full t)
+                (gc :full t)
                 (with-open-file (in pathname :element-type '(unsigned-byte 8))
                   (is (equalp data (binstore:restore in)) "from a file, huge pages ~s"
                       binstore:*huge-pages*)))))))))))
 
 ;;; The heap's runway (EXTEND-RUNWAY, KEEP-RUNWAY)
 
+#+sbcl ; SBCL's allocator
 (test (allocation-point-is-where-the-next-object-goes :fixture format-2-defaults)
   "ALLOCATION-POINT names the address of the next cons and of the next other
 small object (a try can meet the end of a region, so one of three must)."
@@ -748,6 +755,7 @@ was allocated of since the last look."
         (is (= 0 (binstore::runway-end conses)) "no conses made: no runway")
         (is (every #'vectorp keep))))))
 
+#+sbcl ; SBCL's dynamic space
 (test (runways-share-the-reach :fixture format-2-defaults)
   "RUNWAY-SHARE gives each kind of allocation the part of the reach in
 proportion to how far its point has moved against the other's."
@@ -757,6 +765,7 @@ proportion to how far its point has moved against the other's."
   (is (= (floor (sb-ext:dynamic-space-size) 2)
          (binstore::runway-share (sb-ext:dynamic-space-size) (expt 2 40) (expt 2 40)))))
 
+#+sbcl ; SBCL's allocation regions
 (test (runways-reach-past-the-object-about-to-be-made :fixture format-2-defaults)
   "A look made before an object of BYTES is allocated (one of up to
 SB-VM:LARGE-OBJECT-SIZE, which SBCL puts at the allocation point) extends
@@ -797,6 +806,7 @@ one anywhere, so it is set up again until it holds, at most 20 times."
                 end-after)))
       (is (every #'vectorp keep)))))
 
+#+sbcl ; SBCL's allocation regions
 (test (runway-reach-leaves-out-the-object-about-to-be-made :fixture format-2-defaults)
   "RUNWAY-REACH, from input in memory, is what the rest of the input promises
 at the rate of the small objects allocated before the one about to be made,
@@ -834,9 +844,9 @@ in slices (+BOX-SLICE-BYTES+), so some boxes straddle a slice's end."
     (dolist (mode '((:track-references nil) (:track-references t)
                     (:track-references t :support-shared-list-structures t)))
       (let ((bytes (apply #'binstore:store nil data mode)))
-        (sb-ext:gc :full t)
+        (gc :full t)
         (is (equalp data (binstore:restore bytes)) "from a vector, ~s" mode)
-        (sb-ext:gc :full t)
+        (gc :full t)
         (is (equalp data (binstore:restore (make-instance 'octet-input-stream :octets bytes))) "from a stream, ~s" mode)))))
 
 (test (runways-in-threads-while-collections-run :fixture format-2-defaults)
@@ -850,8 +860,8 @@ moving the points under the runways: every copy equals the data."
                      (loop for i below 5000 collect (format nil "~r" i))))
          (bytes (binstore:store nil data))
          (done nil)
-         (collector (sb-thread:make-thread
-                     (lambda () (loop until done do (sb-ext:gc :full t) (sleep 0.003)))))
+         (collector (make-test-thread
+                     (lambda () (loop until done do (gc :full t) (sleep 0.003)))))
          (results '()))
     (unwind-protect
          (let ((workers (loop repeat 2
@@ -860,11 +870,12 @@ moving the points under the runways: every copy equals the data."
                                        (lambda ()
                                          (loop repeat 5
                                                always (equalp data (binstore:restore bytes))))))))
-           (setf results (mapcar #'sb-thread:join-thread workers)))
+           (setf results (mapcar #'join-test-thread workers)))
       (setf done t)
-      (sb-thread:join-thread collector))
+      (join-test-thread collector))
     (is (equal '(t t) results))))
 
+#+sbcl ; raw memory (a SAP) is SBCL's
 (test (copies-at-every-distance :fixture format-2-defaults)
   "COPY-MEMORY copies exactly, by one memmove or by COPY-IN-PIECES (taken
 when the destination lies 1 to 31 bytes past the source modulo 4096): sizes
@@ -904,8 +915,8 @@ and a double vector stored and restored through it."
   "A random value of the array element TYPE, one of those copied as they are."
   (flet ((bits (n) (random (expt 2 n) rs)))
     (cond ((eq type 'bit) (bits 1))
-          ((eq type 'single-float) (sb-kernel:make-single-float (- (bits 31) (expt 2 30))))
-          ((eq type 'double-float) (sb-kernel:make-double-float (- (bits 31) (expt 2 30)) (bits 32)))
+          ((eq type 'single-float) (make-single-float (- (bits 31) (expt 2 30))))
+          ((eq type 'double-float) (make-double-float (- (bits 31) (expt 2 30)) (bits 32)))
           ((equal type '(complex single-float))
            (complex (random-copied-element 'single-float rs) (random-copied-element 'single-float rs)))
           ((equal type '(complex double-float))
@@ -917,13 +928,13 @@ and a double vector stored and restored through it."
   "The BITS bits that stand for the element X in a payload."
   (etypecase x
     (integer (ldb (byte bits 0) x))
-    (single-float (ldb (byte 32 0) (sb-kernel:single-float-bits x)))
-    (double-float (logior (sb-kernel:double-float-low-bits x)
-                          (ash (ldb (byte 32 0) (sb-kernel:double-float-high-bits x)) 32)))
+    (single-float (single-float-bits x))
+    (double-float (double-float-bits x))
     (complex (let ((half (/ bits 2)))
                (logior (element-bit-pattern (realpart x) half)
                        (ash (element-bit-pattern (imagpart x) half) half))))))
 
+#+sbcl ; raw memory (a SAP) is SBCL's
 (defun sap-octets (sap count)
   "The COUNT bytes at SAP, as an octet vector."
   (let ((octets (make-array count :element-type '(unsigned-byte 8))))
@@ -953,7 +964,7 @@ length's varint boundaries: the bytes are the elements packed, with the
 unused bits of the last byte zero even where the vector's memory holds ones
 past its last element; into a vector with exactly the room (the block
 path), into foreign memory of that size, and of a byte less (OUT-OF-SPACE)."
-  (let ((rs (sb-ext:seed-random-state 20261123)))
+  (let ((rs (seeded-random-state 20261123)))
     (loop for (code type bits) across binstore::+element-types+
           when (plusp (aref binstore::**copied-element-bits** code))
             do (dolist (n '(0 1 3 7 8 9 15 17 127 128 129 1000))
@@ -964,6 +975,7 @@ path), into foreign memory of that size, and of a byte less (OUT-OF-SPACE)."
                           (partial (mod (* n bits) 8)))
                      ;; ones in the unused bits of the last byte, as foreign
                      ;; code may leave them; they are not the vector's elements
+                     #+sbcl
                      (unless (zerop partial)
                        (sb-sys:with-pinned-objects (v)
                          (let ((sap (sb-sys:vector-sap v)) (last (floor (* n bits) 8)))
@@ -974,6 +986,7 @@ path), into foreign memory of that size, and of a byte less (OUT-OF-SPACE)."
                        (binstore:store exact v)
                        (is (equalp expected exact) "~s of ~d: ~s" type n exact))
                      ;; foreign memory of exactly the size, then a byte less
+                     #+sbcl
                      (call-with-foreign-octets
                       size
                       (lambda (sap)

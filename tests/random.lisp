@@ -16,7 +16,7 @@ SAME-DATA-P options to check it with.  MODE is one of
   :no-refs  :track-references nil; no sharing, no cycles
   :lists    :support-shared-list-structures t; conses shared and circular too
   :defaults STORE's defaults; everything shared and circular, conses too"
-  (let ((state (sb-ext:seed-random-state seed)))
+  (let ((state (seeded-random-state seed)))
     (ecase mode
       (:refs (values (random-datum state :sharing t :cycles t)
                      '(:support-shared-list-structures nil)

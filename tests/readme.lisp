@@ -159,7 +159,7 @@ it ran without signalling an error, and one for each `;; =>' comment met."
         ;; Inside (asdf:test-system "binstore") an example's load-system is an
         ;; ASDF operation within another, which ASDF warns about; run from a
         ;; top level, as the README means it, it would not be.
-        (handler-bind ((asdf/operate:recursive-operate #'muffle-warning))
+        (handler-bind (#+sbcl (asdf/operate:recursive-operate #'muffle-warning))
           (loop
             (multiple-value-bind (form end) (read-next-form code start eof)
               (when (eq form eof) (return))

@@ -62,21 +62,21 @@ bytes, reads as that value."
   (list 0d0 -0d0 1d0 -1d0 pi most-positive-double-float most-negative-double-float
         least-positive-double-float least-negative-double-float
         least-positive-normalized-double-float
-        sb-ext:double-float-positive-infinity sb-ext:double-float-negative-infinity
-        (sb-kernel:make-double-float #x7FF80000 0)
-        (sb-kernel:make-double-float -524288 0)
-        (sb-kernel:make-double-float #x7FF00000 1)
-        (sb-kernel:make-double-float #x7FF7FFFF #xFFFFFFFF)
-        (sb-kernel:make-double-float #x7FF80000 #x12345678)))
+        +double-positive-infinity+ +double-negative-infinity+
+        (make-double-float #x7FF80000 0)
+        (make-double-float -524288 0)
+        (make-double-float #x7FF00000 1)
+        (make-double-float #x7FF7FFFF #xFFFFFFFF)
+        (make-double-float #x7FF80000 #x12345678)))
 
 (defparameter *special-singles*
   (list 0f0 -0f0 1f0 -1f0 most-positive-single-float most-negative-single-float
         least-positive-single-float least-negative-single-float
-        sb-ext:single-float-positive-infinity sb-ext:single-float-negative-infinity
-        (sb-kernel:make-single-float #x7FC00000)
-        (sb-kernel:make-single-float (- #xFFC00000 (expt 2 32)))
-        (sb-kernel:make-single-float #x7F800001)
-        (sb-kernel:make-single-float #x7FC12345)))
+        +single-positive-infinity+ +single-negative-infinity+
+        (make-single-float #x7FC00000)
+        (make-single-float (- #xFFC00000 (expt 2 32)))
+        (make-single-float #x7F800001)
+        (make-single-float #x7FC12345)))
 
 (test (floats :fixture format-2-defaults)
   (check-each *special-doubles*)
@@ -84,8 +84,8 @@ bytes, reads as that value."
 
 (test (complexes :fixture format-2-defaults)
   (check-each (list #c(1 2) #c(-1/2 3) (complex (expt 2 80) -1)
-                    #c(1f0 -2f0) (complex -0f0 sb-ext:single-float-positive-infinity)
-                    #c(1d0 2d0) (complex -0d0 (sb-kernel:make-double-float #x7FF80000 7)))))
+                    #c(1f0 -2f0) (complex -0f0 +single-positive-infinity+)
+                    #c(1d0 2d0) (complex -0d0 (make-double-float #x7FF80000 7)))))
 
 ;;; Characters and strings
 
@@ -279,8 +279,10 @@ Gray stream, in each mode."
 (defun case-insensitive-hash (string)
   (sxhash (string-downcase string)))
 
+#+sbcl ; a hash table test of one's own is SBCL's extension
 (sb-ext:define-hash-table-test case-insensitive-equal case-insensitive-hash)
 
+#+sbcl
 (test (custom-hash-table-test :fixture format-2-defaults)
   (let* ((table (filled-table '("Alpha" 1 "beta" 2) :test 'case-insensitive-equal))
          (restored (round-trip table)))
@@ -314,11 +316,11 @@ Gray stream, in each mode."
   (check-each (list (make-gen-point :x 1 :y "two")
                     (make-gen-point3 :x (list 1) :y nil :z #(3))
                     (make-gen-raw)
-                    (make-gen-raw :d -0d0 :f (sb-kernel:make-single-float #x7FC12345)
+                    (make-gen-raw :d -0d0 :f (make-single-float #x7FC12345)
                                   :w (1- (expt 2 64)) :s (- (expt 2 63))
-                                  :c (complex sb-ext:double-float-negative-infinity -0d0)
+                                  :c (complex +double-negative-infinity+ -0d0)
                                   :tag :tagged)
-                    (make-gen-raw :d (sb-kernel:make-double-float #x7FF00000 1)))))
+                    (make-gen-raw :d (make-double-float #x7FF00000 1)))))
 
 (test (standard-objects-with-unbound-slots :fixture format-2-defaults)
   (let ((empty (make-instance 'gen-node))
@@ -437,8 +439,8 @@ deferring, their parts land on the far side of the boundary."
   (let ((stream (make-string-output-stream)))
     ;; a stream, a mutex and a class are instances (of structure and
     ;; standard classes), refused when their class's descriptor is made
-    (dolist (object (list #'car (lambda (x) x) stream (sb-sys:int-sap 4096)
-                          (sb-thread:make-mutex) (find-class 'cons)))
+    (dolist (object (list #'car (lambda (x) x) stream #+sbcl (sb-sys:int-sap 4096)
+                          (make-test-lock) (find-class 'cons)))
       (signals binstore:unstorable-object (binstore:store nil object))
       (let ((condition (unstorable-condition (list 1 object))))
         (is (typep condition 'binstore:store-error))
@@ -486,7 +488,7 @@ now: kept slots keep their values, a new slot is unbound."
   "A simple vector's elements are written with the bytes a list's elements
 get (an independent writer): small integers, which a vector writes four at
 a time, among others, in vectors of every length up to 40."
-  (let ((*random-state* (sb-ext:seed-random-state 20261122))
+  (let ((*random-state* (seeded-random-state 20261122))
         (differing '())
         (not-restored '()))
     (dotimes (k 2000)

@@ -105,28 +105,28 @@
   (let ((data (list 1 2 "abc" 4.5d0 :key (vector 1 2)))
         (buffer (make-array 1000 :element-type '(unsigned-byte 8) :fill-pointer 0)))
     (binstore:store buffer data)
-    (let ((before (sb-ext:get-bytes-consed)))
+    (let ((before (bytes-consed)))
       (dotimes (i 1000)
         (setf (fill-pointer buffer) 0)
         (binstore:store buffer data))
-      (let ((per-store (/ (- (sb-ext:get-bytes-consed) before) 1000)))
+      (let ((per-store (/ (- (bytes-consed) before) 1000)))
         (is (< per-store 4096) "~,1f bytes consed per store" per-store)))
     (is (equal (subseq data 0 5) (subseq (binstore:restore buffer) 0 5)))
     ;; and restoring it allocates the result and little more (the vector of
     ;; objects by id is kept even when small)
-    (let ((before (sb-ext:get-bytes-consed)))
+    (let ((before (bytes-consed)))
       (dotimes (i 1000)
         (binstore:restore buffer))
-      (let ((per-restore (/ (- (sb-ext:get-bytes-consed) before) 1000)))
+      (let ((per-restore (/ (- (bytes-consed) before) 1000)))
         (is (< per-restore 2048) "~,1f bytes consed per restore" per-restore)))))
 
 (defun bytes-consed-per-call (n fn)
   "The bytes FN conses a call, averaged over N calls after one to warm up."
   (funcall fn)
-  (let ((before (sb-ext:get-bytes-consed)))
+  (let ((before (bytes-consed)))
     (dotimes (i n)
       (funcall fn))
-    (/ (- (sb-ext:get-bytes-consed) before) n)))
+    (/ (- (bytes-consed) before) n)))
 
 (test (stores-and-restores-make-no-garbage-per-object :fixture format-2-defaults)
   ;; What a store into a vector with room allocates does not grow with the
@@ -284,8 +284,8 @@ data."
                                    collect (list data lists
                                                  (binstore:store nil data :support-shared-list-structures lists)))))
          (done nil)
-         (collector (sb-thread:make-thread
-                     (lambda () (loop until done do (sb-ext:gc) (sleep 0.005)))))
+         (collector (make-test-thread
+                     (lambda () (loop until done do (gc) (sleep 0.005)))))
          (results '()))
     (unwind-protect
          (let ((workers
@@ -308,9 +308,9 @@ data."
                                                           (equalp data (binstore:restore buffer))
                                                           (equalp data (binstore:restore (make-instance 'octet-input-stream
                                                                                                         :octets expected)))))))))))))
-           (setf results (mapcar #'sb-thread:join-thread workers)))
+           (setf results (mapcar #'join-test-thread workers)))
       (setf done t)
-      (sb-thread:join-thread collector))
+      (join-test-thread collector))
     (is (equal '(t t t) results))))
 
 (defclass nesting-output-stream (octet-output-stream)
@@ -319,7 +319,7 @@ data."
   (:documentation "An octet stream that stores and restores INNER each time
 it is written to: a store running inside a store."))
 
-(defmethod sb-gray:stream-write-sequence :before ((stream nesting-output-stream) sequence
+(defmethod stream-write-sequence :before ((stream nesting-output-stream) sequence
                                                   &optional start end)
   (declare (ignore sequence start end))
   (let ((inner (nesting-inner stream)))

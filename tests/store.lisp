@@ -560,19 +560,19 @@ through its own, lose no increment."
   (with-store-file (path)
     (binstore:with-store (store path :durability :none)
       (binstore:with-store (other path :durability :none)
-        (let ((threads (list (sb-thread:make-thread
+        (let ((threads (list (make-test-thread
                               (lambda () (dotimes (i 100)
                                            (binstore:with-transaction (store)
                                              (incf (binstore:root store :n 0))))))
-                             (sb-thread:make-thread
+                             (make-test-thread
                               (lambda () (dotimes (i 100)
                                            (binstore:with-transaction (store)
                                              (incf (binstore:root store :n 0))))))
-                             (sb-thread:make-thread
+                             (make-test-thread
                               (lambda () (dotimes (i 100)
                                            (binstore:with-transaction (other)
                                              (incf (binstore:root other :n 0)))))))))
-          (mapc #'sb-thread:join-thread threads)
+          (mapc #'join-test-thread threads)
           (is (= 300 (binstore:with-transaction (store :read-only t)
                        (binstore:root store :n)))))))))
 

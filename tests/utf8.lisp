@@ -46,7 +46,7 @@ ASCII now and then, for the word-at-a-time paths."
   "Random strings of every code-point range, and of each range alone, of
 lengths around the 8-byte steps: encoded as SBCL encodes them, decoded back,
 UTF8-LENGTH the encoding's length."
-  (let ((state (sb-ext:seed-random-state 3401)))
+  (let ((state (seeded-random-state 3401)))
     (dolist (ranges (cons *code-ranges* (mapcar #'list *code-ranges*)))
       (dotimes (k 150)
         (let* ((length (if (< k 100) k (random 3000 state)))
@@ -219,7 +219,7 @@ maximal ill-formed part: the oracle for random bytes."
   "Random bytes, mostly valid UTF-8 with damage here and there, decode (with
 replacement) as the plain reference decodes them, and signal once per
 replacement."
-  (let ((state (sb-ext:seed-random-state 3402)))
+  (let ((state (seeded-random-state 3402)))
     (dotimes (k 3000)
       (let* ((valid (coerce (binstore:utf8-encode
                              (random-text state (random 60 state)
@@ -474,7 +474,7 @@ the block boundary, read whole; MAP-LINES sees the same lines in order."
   (call-with-temporary-directory
    (lambda (directory)
      (let* ((block binstore::+line-block-bytes+)
-            (state (sb-ext:seed-random-state 3403))
+            (state (seeded-random-state 3403))
             (long (random-line state (+ (* 3 block) 17)))
             (lines (list "first" long "after the long one"))
             (file (merge-pathnames "long.txt" directory)))

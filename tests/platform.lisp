@@ -1,0 +1,169 @@
+;;;; The tests' own platform seam: the few things the suite asks of the Lisp
+;;;; it runs on (float bits, seeded random states, a wall-clock guard against
+;;;; hangs, bytes allocated, threads, slots, exiting) named once, for SBCL and
+;;;; ECL.  The test files call these and name no SB- or ECL symbol, except in
+;;;; tests of SBCL by nature, which binstore.asd loads on SBCL only (see the
+;;;; README's list of what the suite skips on ECL).
+
+(in-package #:binstore-tests)
+
+;;; Floats.  Bits as integers, to compare NaNs and signed zeros exactly.
+
+(defun double-float-bits (x)
+  "The IEEE 754 encoding of the double float X, an (unsigned-byte 64)."
+  #+sbcl (ldb (byte 64 0) (sb-kernel:double-float-bits x))
+  #+ecl (ffi:c-inline (x) (:double) :uint64-t
+                      "({ double d_ = #0; uint64_t b_; memcpy(&b_, &d_, 8); b_; })"
+                      :one-liner t :side-effects nil))
+
+(defun single-float-bits (x)
+  "The IEEE 754 encoding of the single float X, an (unsigned-byte 32)."
+  #+sbcl (ldb (byte 32 0) (sb-kernel:single-float-bits x))
+  #+ecl (ffi:c-inline (x) (:float) :uint32-t
+                      "({ float f_ = #0; uint32_t b_; memcpy(&b_, &f_, 4); b_; })"
+                      :one-liner t :side-effects nil))
+
+(defun make-double-float (high low)
+  "The double float whose upper 32 bits are HIGH, a (signed-byte 32), and
+whose lower 32 bits are LOW, an (unsigned-byte 32)."
+  (binstore::double-float-from-bits high low))
+
+(defun make-single-float (bits)
+  "The single float whose encoding is BITS, a (signed-byte 32)."
+  (binstore::single-float-from-bits bits))
+
+(defconstant +double-positive-infinity+
+  #+sbcl sb-ext:double-float-positive-infinity
+  #+ecl ext:double-float-positive-infinity)
+(defconstant +double-negative-infinity+
+  #+sbcl sb-ext:double-float-negative-infinity
+  #+ecl ext:double-float-negative-infinity)
+(defconstant +single-positive-infinity+
+  #+sbcl sb-ext:single-float-positive-infinity
+  #+ecl ext:single-float-positive-infinity)
+(defconstant +single-negative-infinity+
+  #+sbcl sb-ext:single-float-negative-infinity
+  #+ecl ext:single-float-negative-infinity)
+
+;;; Random states.  The same seed gives the same sequence on one Lisp;
+;;; SBCL's and ECL's generators differ, so a seed names a different datum
+;;; on each.
+
+(defun seeded-random-state (seed)
+  "A fresh random state determined by the integer SEED."
+  #+sbcl (sb-ext:seed-random-state seed)
+  #+ecl (make-random-state seed))
+
+;;; Bytes allocated: what a test may bound where a time would depend on the
+;;; machine.  (ECL's figure comes from its collector and counts whole
+;;; allocation granules, so bounds are checked with the same margins.)
+
+(defun bytes-consed ()
+  "Bytes allocated by this process so far."
+  #+sbcl (sb-ext:get-bytes-consed)
+  #+ecl (progn (si:gc-stats t) (values (si:gc-stats t))))
+
+;;; A guard against hangs: a wall-clock limit no passing test comes near.
+
+(define-condition test-timeout (serious-condition)
+  ((seconds :initarg :seconds :reader test-timeout-seconds))
+  (:report (lambda (c stream)
+             (format stream "no answer within ~d seconds" (test-timeout-seconds c)))))
+
+(defun call-with-timeout (seconds thunk)
+  "Call THUNK; signal TEST-TIMEOUT in this thread when it has not returned
+after SECONDS.  Return THUNK's values."
+  #+sbcl (handler-case (sb-ext:with-timeout seconds (funcall thunk))
+           (sb-ext:timeout () (error 'test-timeout :seconds seconds)))
+  #+ecl (let* ((caller mp:*current-process*)
+               (done nil)
+               (watchdog (mp:process-run-function
+                          "binstore test watchdog"
+                          (lambda ()
+                            (loop repeat (* 10 seconds)
+                                  until done do (sleep 1/10))
+                            (unless done
+                              (mp:interrupt-process
+                               caller (lambda ()
+                                        (unless done
+                                          (error 'test-timeout :seconds seconds)))))))))
+          (unwind-protect (funcall thunk)
+            (setf done t)
+            (mp:process-join watchdog))))
+
+(defmacro with-timeout ((seconds) &body body)
+  "Evaluate BODY under CALL-WITH-TIMEOUT."
+  `(call-with-timeout ,seconds (lambda () ,@body)))
+
+;;; Collections.
+
+(defun gc (&key full)
+  "Collect garbage now: every generation when FULL."
+  #+sbcl (sb-ext:gc :full full)
+  #+ecl (ext:gc full))
+
+;;; Threads and locks.
+
+(defun make-test-thread (function &key name)
+  "Start a thread calling FUNCTION; JOIN-TEST-THREAD returns its value."
+  #+sbcl (sb-thread:make-thread function :name name)
+  #+ecl (mp:process-run-function (or name "binstore test") function))
+
+(defun join-test-thread (thread)
+  "Wait for THREAD and return the value its function returned."
+  #+sbcl (sb-thread:join-thread thread)
+  #+ecl (values (mp:process-join thread)))
+
+(defun make-test-lock ()
+  "A fresh lock for WITH-TEST-LOCK."
+  #+sbcl (sb-thread:make-mutex)
+  #+ecl (mp:make-lock))
+
+(defmacro with-test-lock ((lock) &body body)
+  "Evaluate BODY holding LOCK."
+  #+sbcl `(sb-thread:with-mutex (,lock) ,@body)
+  #+ecl `(mp:with-lock (,lock) ,@body))
+
+;;; Classes and structures.
+
+(defun class-finalized-p (class)
+  "True when CLASS is finalized (its slots and precedence list computed)."
+  #+sbcl (sb-mop:class-finalized-p class)
+  #+ecl (clos:class-finalized-p class))
+
+(defun slot-names (object)
+  "The names of every slot of OBJECT's class, shared ones included."
+  (mapcar #'binstore::slot-definition-name (binstore::class-slots (class-of object))))
+
+(defun instance-slot-names (object)
+  "The names of the slots OBJECT (a standard object or condition) keeps in
+itself (not its class's shared slots)."
+  (loop for slotd in (binstore::class-slots (class-of object))
+        when (eq (binstore::slot-definition-allocation slotd) :instance)
+          collect (binstore::slot-definition-name slotd)))
+
+(defun structure-slots (structure)
+  "The slots of STRUCTURE as (NAME . RAW-P) in order: RAW-P when the slot
+holds an unboxed number (a fresh box on each read; SBCL only)."
+  #+sbcl (loop for dsd in (sb-kernel:dd-slots
+                           (sb-kernel:find-defstruct-description (type-of structure)))
+               collect (cons (sb-kernel:dsd-name dsd)
+                             (not (eq (sb-kernel:dsd-raw-type dsd) t))))
+  #+ecl (loop for slotd in (binstore::class-slots (class-of structure))
+              collect (cons (binstore::slot-definition-name slotd) nil)))
+
+(defun hash-table-weakness (table)
+  "TABLE's weakness (NIL, :KEY, :VALUE, :KEY-AND-VALUE or :KEY-OR-VALUE)."
+  (binstore::hash-table-weakness table))
+
+(defun hash-table-synchronized-p (table)
+  "True when TABLE is safe to use from several threads at once."
+  #+sbcl (sb-ext:hash-table-synchronized-p table)
+  #+ecl (ext:hash-table-synchronized-p table))
+
+;;; The process.
+
+(defun exit-process (code)
+  "End this process with status CODE, after unwinding and flushing."
+  #+sbcl (sb-ext:exit :code code :abort nil)
+  #+ecl (ext:quit code))
