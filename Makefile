@@ -16,8 +16,9 @@
 #                             babel, trivial-utf-8 and CPython (RUNS=n)
 #   make bench-compression    binstore's zstd and LZ4 against the zstd and lz4
 #                             tools (DATASETS="people" for part of it)
-#   make test-all             make test, then the portable tests on the
-#                             Lisps make test leaves out (TEST_OTHER_LISPS)
+#   make test-all             make test, then the whole suite on ECL and the
+#                             portable tests on ABCL (TEST_OTHER_LISPS)
+#   make test-ecl-suite       the whole suite on ECL (about half an hour)
 #   make bench-portable       bench/portable.lisp on SBCL, ECL and CLISP
 #   make test-abcl            the portable tests on ABCL (not part of make test)
 #   make bench-store          the persistent store against Ruby's PStore and
@@ -56,7 +57,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl test-clisp test-abcl test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-ecl test-clisp test-abcl test-ecl-suite test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -111,10 +112,20 @@ test-clisp:
 	$(CLISP) -q -norc tools/portable-tests.lisp </dev/null
 
 # Every Lisp binstore runs on: SBCL's whole suite and the portable tests on
-# ECL and CLISP (make test), then the Lisps too slow to test at every
-# change, listed in TEST_OTHER_LISPS.
-TEST_OTHER_LISPS = test-abcl
+# ECL and CLISP (make test), then what is too slow to run at every change,
+# listed in TEST_OTHER_LISPS: the whole suite on ECL, the portable tests on
+# ABCL.
+TEST_OTHER_LISPS = test-ecl-suite test-abcl
 test-all: test $(TEST_OTHER_LISPS)
+
+# The fiveam suite (binstore/tests) on ECL, without the files and tests of
+# SBCL by nature (README.md lists them): ECL compiles the suite to C and
+# runs it in about half an hour.  A load that fails exits 2.
+test-ecl-suite: deps
+	@./tools/ensure-packages ecl:$(ECL)
+	$(ECL) --norc --eval '(require :asdf)' --eval '(push (truename "./") asdf:*central-registry*)' \
+	  --eval '(handler-case (asdf:load-system "binstore/tests") (error (e) (format *error-output* "~&binstore/tests did not load: ~A~%" e) (ext:quit 2)))' \
+	  --eval '(binstore-tests:run-all-and-exit)' </dev/null
 
 # The portable tests on ABCL, which is installed when missing: too slow for
 # make test (ABCL compiles binstore to JVM classes the first time, about a

@@ -87,8 +87,11 @@ of one step as STEP*COUNT, showing the innermost 12 runs."
       (eql a b)))
 
 (defun immediatep (object)
-  "Objects with no identity of their own: EQ-ness carries no information."
-  (typep object '(or fixnum character single-float)))
+  "Objects with no identity of their own: EQ-ness carries no information.
+The integers are SBCL's fixnums on every Lisp: binstore writes them by
+value everywhere, so that the bytes do not depend on a Lisp's fixnum width
+\(an ECL bignum of 62 bits comes back as two objects where it was one)."
+  (typep object '(or (signed-byte 63) character single-float)))
 
 ;;; Identity
 
@@ -213,7 +216,9 @@ when A was paired with another object, or (with REVERSE) B with another A."
     (attribute "element type" #'array-element-type)
     (attribute "dimensions" #'array-dimensions)
     (attribute "simpleness" (lambda (x) (typep x 'simple-array)))
-    (attribute "adjustability" #'adjustable-array-p)
+    ;; as the format calls it (doc/FORMAT.md, Across Lisps): SBCL's
+    ;; ADJUSTABLE-ARRAY-P, true of every array that is not simple
+    (attribute "adjustability" #'binstore::format-adjustable-p)
     (attribute "fill-pointer presence" #'array-has-fill-pointer-p)
     (when (array-has-fill-pointer-p a)
       (attribute "fill pointer" #'fill-pointer)))

@@ -94,6 +94,12 @@
   (/ (random-integer g) (1+ (rnd g (expt 2 (pick g '(4 40 100)))))))
 
 (defun random-double (g)
+  (quieted (random-double-or-signalling-nan g)))
+
+(defun random-single (g)
+  (quieted (random-single-or-signalling-nan g)))
+
+(defun random-double-or-signalling-nan (g)
   (case (rnd g 4)
     (0 (pick g (list 0d0 -0d0 1d0 -1.5d0
                      +double-positive-infinity+
@@ -107,7 +113,7 @@
     (1 (make-double-float (random-signed g 32) (rnd g (expt 2 32))))
     (t (- (random 2d6 (generator-state g)) 1d6))))
 
-(defun random-single (g)
+(defun random-single-or-signalling-nan (g)
   (case (rnd g 4)
     (0 (pick g (list 0f0 -0f0 1f0 -2.5f0
                      +single-positive-infinity+
@@ -312,7 +318,9 @@ EQUALP keys are acyclic and free of floats, which EQUALP compares with =."
                                  :rehash-size (pick g '(1.5 2.0 1.2 10))
                                  :rehash-threshold (pick g '(1.0 0.5 0.75))
                                  :weakness weakness
-                                 :synchronized (chance g 0.2))))
+                                 ;; (ECL 21.2's synchronized tables fail as
+                                 ;; they grow: "Thread already owns this lock")
+                                 :synchronized (and (chance g 0.2) #+ecl nil))))
     (call-open g table
                (lambda ()
                  (dotimes (i (rnd g 9))

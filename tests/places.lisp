@@ -966,7 +966,10 @@ past its last element; into a vector with exactly the room (the block
 path), into foreign memory of that size, and of a byte less (OUT-OF-SPACE)."
   (let ((rs (seeded-random-state 20261123)))
     (loop for (code type bits) across binstore::+element-types+
-          when (plusp (aref binstore::**copied-element-bits** code))
+          ;; the Lisp's own element types (ECL makes an (UNSIGNED-BYTE 7)
+          ;; vector of bytes, written with the code of those)
+          when (and (plusp (aref binstore::**copied-element-bits** code))
+                    (equal type (upgraded-array-element-type type)))
             do (dolist (n '(0 1 3 7 8 9 15 17 127 128 129 1000))
                  (let ((v (make-array n :element-type type)))
                    (dotimes (i n) (setf (aref v i) (random-copied-element type rs)))

@@ -45,6 +45,31 @@ whose lower 32 bits are LOW, an (unsigned-byte 32)."
   #+sbcl sb-ext:single-float-negative-infinity
   #+ecl ext:single-float-negative-infinity)
 
+(defun signed-32 (bits)
+  "The (unsigned-byte 32) BITS read as a (signed-byte 32)."
+  (if (logbitp 31 bits) (- bits (expt 2 32)) bits))
+
+(defun quieted (x)
+  "The float X, or, when X is a signalling NaN, the quiet NaN of the same
+sign and payload.  For data made on ECL, which traps whenever it compares
+a signalling NaN (storing a complex with one as a part does: REALPART
+boxes the part, comparing it with zero); elsewhere X itself."
+  #-ecl x
+  #+ecl (etypecase x
+          (double-float
+           (let ((bits (double-float-bits x)))
+             (if (and (= (ldb (byte 11 52) bits) #x7FF) (plusp (ldb (byte 51 0) bits))
+                      (not (logbitp 51 bits)))
+                 (let ((quiet (logior bits (expt 2 51))))
+                   (make-double-float (signed-32 (ldb (byte 32 32) quiet)) (ldb (byte 32 0) quiet)))
+                 x)))
+          (single-float
+           (let ((bits (single-float-bits x)))
+             (if (and (= (ldb (byte 8 23) bits) #xFF) (plusp (ldb (byte 22 0) bits))
+                      (not (logbitp 22 bits)))
+                 (make-single-float (signed-32 (logior bits (expt 2 22))))
+                 x)))))
+
 ;;; Random states.  The same seed gives the same sequence on one Lisp;
 ;;; SBCL's and ECL's generators differ, so a seed names a different datum
 ;;; on each.

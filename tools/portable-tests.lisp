@@ -6,6 +6,11 @@
 
 (require "asdf")
 (push (truename "./") asdf:*central-registry*)
-(handler-bind ((warning #'muffle-warning))
-  (asdf:load-system "binstore/portable-tests"))
+;; A load that fails exits 2: left to the debugger, a Lisp reading an empty
+;; standard input (ABCL) would end with status 0 and hide the failure.
+(handler-case (handler-bind ((warning #'muffle-warning))
+                (asdf:load-system "binstore/portable-tests"))
+  (error (e)
+    (format *error-output* "~&binstore/portable-tests did not load: ~A~%" e)
+    (uiop:quit 2)))
 (uiop:quit (if (funcall (read-from-string "binstore-portable-tests:run")) 0 1))

@@ -191,11 +191,16 @@ the class's one descriptor.)"
                                   (when (unstorable-p object)
                                     (unstorable ss object))
                                   (class-kind object))))
-                      (make-descriptor-from-specs
-                       class kind
-                       (slot-specs (lambda () object) class kind (ss-store-class-slots ss)
-                                   'store-error)
-                       (instance-layout object)))))))))
+                      (let ((specs (slot-specs (lambda () object) class kind
+                                               (ss-store-class-slots ss) 'store-error)))
+                        ;; the descriptor is for the class as it is now: an
+                        ;; instance made before a redefinition is brought up
+                        ;; to date (touching a slot does it) before its layout
+                        ;; is taken as the descriptor's (ECL updates only then)
+                        (when (and (= kind +class-kind-standard-object+) specs)
+                          (slot-boundp object (slot-definition-name (first (first specs)))))
+                        (make-descriptor-from-specs class kind specs
+                                                    (instance-layout object))))))))))
 
 (defun make-descriptor-from-specs (class kind specs layout)
   "The class descriptor of CLASS, of KIND, storing the slots of SPECS (see
