@@ -303,11 +303,11 @@ and listed in README.md)."
                ;; SB-POSIX, fork, and check against SBCL's own codec
                (:file "files" :depends-on ("places") :if-feature :sbcl)
                ;; the fuzzer maps pages with no access behind its inputs
-               (:file "fuzz" :depends-on ("package") :if-feature :sbcl)
+               (:file "fuzz" :depends-on ("platform") :if-feature :sbcl)
                (:file "grammar" :depends-on ("compare" "generator" "random"))
                (:file "defaults" :depends-on ("compare" "places"))
                (:file "run" :depends-on ("platform"))
-               (:file "readme" :depends-on ("package"))
+               (:file "readme" :depends-on ("platform"))
                (:file "sinks" :depends-on ("compare"))
                (:file "extensions" :depends-on ("compare"))
                (:file "compression" :depends-on ("compare" "generator" "places"))

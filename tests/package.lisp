@@ -11,6 +11,8 @@
   ;; ECL's Gray streams answer the element type through a generic function
   ;; of their own; SBCL's CL:STREAM-ELEMENT-TYPE is generic already
   #+ecl (:shadowing-import-from #:gray #:stream-element-type)
+  ;; ECL: TEST compiles its body with the file (tests/platform.lisp)
+  #+ecl (:shadow #:test)
   (:export #:run-all #:run-all-and-exit #:run-from-asdf #:tests-failed #:all))
 
 (in-package #:binstore-tests)

@@ -7,6 +7,32 @@
 
 (in-package #:binstore-tests)
 
+;;; Tests.  FiveAM registers a test by EVAL of a lambda of its body: SBCL
+;;; compiles what it evaluates, ECL runs it in its bytecode interpreter,
+;;; which cannot run binstore's inline C (FFI:C-INLINE, in the expansions
+;;; of its memory and slot accessors) and runs everything else slowly.
+
+#+ecl
+(defmacro test (name &body body)
+  "FiveAM's TEST, with the test's body compiled with the file it is in:
+NAME is a symbol or (NAME &key FIXTURE SUITE ...), BODY a docstring,
+declarations and forms, as for FIVEAM:TEST."
+  (destructuring-bind (test-name &key fixture &allow-other-keys)
+      (if (consp name) name (list name))
+    (multiple-value-bind (forms declarations)
+        (alexandria:parse-body body :documentation t)
+      `(progn
+         (fiveam:test ,name ,@body)
+         (setf (fiveam::test-lambda (fiveam::get-test ',test-name))
+               (lambda ()
+                 ,@(if fixture
+                       (destructuring-bind (fixture-name &rest arguments)
+                           (alexandria:ensure-list fixture)
+                         `((with-fixture ,fixture-name ,arguments
+                             ,@declarations ,@forms)))
+                       `(,@declarations ,@forms))))
+         ',test-name))))
+
 ;;; Floats.  Bits as integers, to compare NaNs and signed zeros exactly.
 
 (defun double-float-bits (x)

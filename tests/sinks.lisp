@@ -12,8 +12,10 @@
 ;;; and subtracts it on the way in, counting the blocks: enough to show
 ;;; that every byte goes through the filter, in order, and comes back.
 
+;;; (Keyword constructors: ECL matches a positional INNER to the slot
+;;; BINSTORE::INNER by symbol, so it would leave the slot unset.)
 (defstruct (shift-sink (:include binstore:filter-sink)
-                       (:constructor make-shift-sink (inner shift)))
+                       (:constructor %make-shift-sink))
   (shift 0)
   (blocks 0)
   (finished nil)
@@ -36,8 +38,14 @@
   (call-next-method))
 
 (defstruct (unshift-source (:include binstore:filter-source)
-                           (:constructor make-unshift-source (inner shift)))
+                           (:constructor %make-unshift-source))
   (shift 0))
+
+(defun make-shift-sink (inner shift)
+  (%make-shift-sink :inner inner :shift shift))
+
+(defun make-unshift-source (inner shift)
+  (%make-unshift-source :inner inner :shift shift))
 
 (defmethod binstore:source-read ((source unshift-source) octets start end)
   (let ((new-end (binstore:source-read (binstore:filter-source-inner source) octets start end)))

@@ -537,6 +537,16 @@ traps)."
    (cons "structure types" #'structure-types-agree-p)
    (cons "structures of two types in turn" #'alternating-structures-agree-p)
    (cons "signalling NaNs" #'signalling-nans-restore-p)
+   (cons "progress reported"
+         ;; the watcher thread waits on a signal with a timeout (ECL 21.2
+         ;; refuses a timed wait on a condition variable)
+         (lambda ()
+           (let* ((reports '())
+                  (bytes (binstore:store nil (make-list 100000 :initial-element 1)
+                                         :progress (lambda (done total)
+                                                     (declare (ignore total))
+                                                     (push done reports)))))
+             (and reports (= (first reports) (length bytes))))))
    (cons "file"
          (lambda ()
            (let ((file (temporary-file "file")))

@@ -12,29 +12,26 @@
   (mp:process-join thread))
 
 (defun make-signal ()
-  "A signal one thread raises and another waits for."
-  (list (mp:make-lock) (mp:make-condition-variable) nil))
+  "A signal one thread raises and another waits for: a lock and a flag.
+\(ECL 21.2 refuses a timed wait on a condition variable, \"Timed condition
+variables are not supported\", so WAIT-FOR-SIGNAL looks at the flag every
+10 ms; the waiter, the progress watcher, wakes at intervals anyway.)"
+  (cons (mp:make-lock) nil))
 
 (defun raise-signal (signal)
   "Raise SIGNAL: a thread in WAIT-FOR-SIGNAL returns true."
-  (destructuring-bind (lock cv raised) signal
-    (declare (ignore raised))
-    (mp:with-lock (lock)
-      (setf (third signal) t)
-      (mp:condition-variable-broadcast cv))))
+  (mp:with-lock ((car signal))
+    (setf (cdr signal) t)))
 
 (defun wait-for-signal (signal seconds)
   "Wait up to SECONDS for SIGNAL; true when it was raised."
-  (destructuring-bind (lock cv raised) signal
-    (declare (ignore raised))
-    (let ((deadline (+ (get-internal-real-time)
-                       (* seconds internal-time-units-per-second))))
-      (mp:with-lock (lock)
-        (loop
-          (when (third signal)
-            (setf (third signal) nil)
-            (return t))
-          (let ((left (/ (- deadline (get-internal-real-time))
-                         internal-time-units-per-second)))
-            (when (<= left 0) (return nil))
-            (mp:condition-variable-timedwait cv lock left)))))))
+  (let ((deadline (+ (get-internal-real-time)
+                     (* seconds internal-time-units-per-second))))
+    (loop
+      (when (mp:with-lock ((car signal))
+              (shiftf (cdr signal) nil))
+        (return t))
+      (let ((left (/ (- deadline (get-internal-real-time))
+                     internal-time-units-per-second)))
+        (when (<= left 0) (return nil))
+        (sleep (min left 1/100))))))
