@@ -347,7 +347,8 @@ structures and written with them."
     (let ((back (binstore:restore (binstore:store nil (list ring)
                                                   :support-shared-list-structures t))))
       (is (eq (first back) (cdddr (first back))))
-      (is (equal '(1 2 3) (subseq (first back) 0 3))))))
+      ;; (not SUBSEQ: ECL's takes the length of the list first)
+      (is (equal '(1 2 3) (loop for x in (first back) repeat 3 collect x))))))
 
 (test (short-vectors-of-leaves-bytes :fixture format-2-defaults)
   "Simple vectors of up to eight elements and one more, of leaves of every

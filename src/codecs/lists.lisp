@@ -107,8 +107,9 @@ decoder gives them theirs when it allocates the run)."
         (values n c int64))))
 
 (defun write-int64-run (ob list n)
-  "Write the N cars of LIST, fixnums, as 8-byte integers: blocks of them go
-straight into the window with one bounds check each."
+  "Write the N cars of LIST, integers of INT64-ELEMENT-P's range (SBCL's
+fixnums, some of them bignums on ECL), as 8-byte integers: blocks of them
+go straight into the window with one bounds check each."
   (declare (type index n) (optimize speed))
   (let ((c list))
     (loop while (> n 0)
@@ -117,7 +118,7 @@ straight into the window with one bounds check each."
                     (sap (obuf-sap ob)))
                (declare (type index k p))
                (dotimes (i k)
-                 (setf (mem-s64 sap (+ p (* 8 i))) (the fixnum (car c))
+                 (setf (mem-s64 sap (+ p (* 8 i))) (the (signed-byte 63) (car c))
                        c (cdr c)))
                (setf (obuf-pos ob) (+ p (* 8 k)))
                (decf n k)))))

@@ -537,6 +537,38 @@ traps)."
    (cons "structure types" #'structure-types-agree-p)
    (cons "structures of two types in turn" #'alternating-structures-agree-p)
    (cons "signalling NaNs" #'signalling-nans-restore-p)
+   (cons "lists of 8-byte integers past a 62-bit fixnum"
+         ;; packed 8 bytes each: on ECL the last three are bignums, which
+         ;; the packed writer once took for fixnums
+         (lambda ()
+           (let* ((big (list (expt 2 40) (- (expt 2 50)) (expt 2 61)
+                             (1- (expt 2 62)) (- (expt 2 62))))
+                  (data (list big (cdr big))))
+             (every (lambda (options)
+                      (let ((back (binstore:restore (apply #'binstore:store nil data options))))
+                        (and (equal back data)
+                             (or (not (getf options :support-shared-list-structures))
+                                 (eq (cdr (first back)) (second back))))))
+                    '((:support-shared-list-structures t)
+                      (:support-shared-list-structures nil)
+                      (:track-references nil))))))
+   (cons "runaway nesting refused"
+         ;; a symbol whose package is a symbol whose package is ..., and a
+         ;; ratio whose numerator is a ratio ...: 50,000 deep.  RESTORE and
+         ;; EXPLAIN refuse them, never exhausting a stack (ECL's frame stack
+         ;; ended the process once, from EXPLAIN)
+         (lambda ()
+           (every (lambda (unit)
+                    (let ((octets (coerce (loop repeat 50000 append unit)
+                                          '(simple-array (unsigned-byte 8) (*)))))
+                      (and (typep (nth-value 1 (ignore-errors
+                                                (binstore:restore octets :require-header nil
+                                                                         :intern-symbols nil)))
+                                  'binstore:restore-error)
+                           (typep (nth-value 1 (binstore:explain
+                                                octets :stream (make-broadcast-stream)))
+                                  'binstore:restore-limit-exceeded))))
+                  '((#x17) (#x0B) (#x1E #x00)))))
    (cons "progress reported"
          ;; the watcher thread waits on a signal with a timeout (ECL 21.2
          ;; refuses a timed wait on a condition variable)
