@@ -462,6 +462,11 @@ passed and failed."
 (binstore::defstruct portable-parent (a 0))
 (binstore::defstruct (portable-child (:include portable-parent)) (b 0))
 
+(defstruct portable-typed
+  (name nil :type (or null string))
+  (count 0 :type (integer 0 10))
+  (tag :a :type (member :a :b)))
+
 (defun parent-a (x)
   (declare (type portable-parent x))
   (portable-parent-a x))
@@ -552,6 +557,16 @@ traps)."
                     '((:support-shared-list-structures t)
                       (:support-shared-list-structures nil)
                       (:track-references nil))))))
+   (cons "structure slots of compound types"
+         ;; a slot's type check: on Lisps other than SBCL the type itself,
+         ;; once taken for a fixnum range when it was a list
+         (lambda ()
+           (let* ((data (list (make-portable-typed :name "x" :count 3 :tag :b)
+                              (make-portable-typed)))
+                  (back (binstore:restore (binstore:store nil data))))
+             (and (equalp back data)
+                  (equal (portable-typed-name (first back)) "x")
+                  (null (portable-typed-name (second back)))))))
    (cons "runaway nesting refused"
          ;; a symbol whose package is a symbol whose package is ..., and a
          ;; ratio whose numerator is a ratio ...: 50,000 deep.  RESTORE and

@@ -45,17 +45,20 @@ class CLASS with every slot unbound."
 ;;; Types: the specifier itself, tested by TYPEP.
 
 (defun parse-type (specifier)
-  "SPECIFIER, which PARSED-TYPEP tests with TYPEP."
-  specifier)
+  "SPECIFIER in a vector of one, which PARSED-TYPEP tests with TYPEP: never
+a cons, nor NIL, nor a fixnum, which a slot check takes for a fixnum range,
+no check and a class's position (as SBCL's parsed types never are; a
+compound specifier such as (OR NULL STRING) once was taken for a range)."
+  (vector specifier))
 
 (declaim (inline parsed-typep))
 (defun parsed-typep (object parsed-type)
   "True when OBJECT is of PARSED-TYPE (from PARSE-TYPE)."
-  (typep object parsed-type))
+  (typep object (svref parsed-type 0)))
 
 (defun parsed-type-specifier (parsed-type)
   "A type specifier for PARSED-TYPE."
-  parsed-type)
+  (svref parsed-type 0))
 
 ;;; Arrays: adjustable as the format means it.
 
