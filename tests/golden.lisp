@@ -106,7 +106,8 @@ cons, with a short-cons-ref; version 3 wrote a cons-ref, which still reads."
     (is (equal '(#x29 #x03 #x02 #x71 #x72 #x38 #x00)
                (stored-octets l :support-shared-list-structures t))))
   (let ((circle (binstore:restore (octets #x29 #x03 #x02 #x71 #x72 #x26 #x00))))
-    (is (equal '(1 2) (subseq circle 0 2)))
+    ;; (not SUBSEQ: ECL's takes the length of the list first)
+    (is (equal '(1 2) (loop for x in circle repeat 2 collect x)))
     (is (eq circle (cddr circle)))))
 
 (test (golden-short-references :fixture headerless)
@@ -200,7 +201,7 @@ then the flags; they still read, with the meaning of the one-byte tags."
   ;; Flags 2, which no writer uses: conses get ids, other objects none.
   (let ((circle (binstore:restore (octets #x23 #x02 #x03 #x03 #x12 #x02 #x61 #x62
                                           #x18 #x01 #x41 #x40 #x26 #x00))))
-    (is (equal '("ab" :a :a) (subseq circle 0 3)))
+    (is (equal '("ab" :a :a) (loop for x in circle repeat 3 collect x)))
     (is (eq circle (cdddr circle)))))
 
 (test (golden-header-and-end :fixture headerless)

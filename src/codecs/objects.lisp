@@ -91,9 +91,10 @@ NIL for a discarded one) when all have one; otherwise NIL."
   "The slot definitions of CLASS whose values are stored by default."
   (ensure-class-finalized class)
   (remove-if-not (lambda (slotd)
-                   (or (/= kind +class-kind-standard-object+)
-                       store-class-slots
-                       (eq (slot-definition-allocation slotd) :instance)))
+                   (and (not (lisp-own-slot-p slotd))
+                        (or (/= kind +class-kind-standard-object+)
+                            store-class-slots
+                            (eq (slot-definition-allocation slotd) :instance))))
                  (class-slots class)))
 
 (defun other-method-applies-p (function classes)
@@ -531,12 +532,25 @@ structure instance; a standard object is made as SBCL's ALLOCATE-INSTANCE
 method makes it (when no other method applies), without the generic
 function's dispatch, which cost more than the rest of a small object's
 restoring."
-  (cond ((typep class 'structure-class)
-         (let ((template (allocate-instance class)))
-           (lambda () (copy-structure template))))
-        ((standard-allocation-p class)
-         (standard-instance-allocator class))
-        (t (lambda () (allocate-instance class)))))
+  (let ((allocate
+          (cond ((typep class 'structure-class)
+                 (let ((template (allocate-instance class)))
+                   (lambda () (copy-structure template))))
+                ((standard-allocation-p class)
+                 (standard-instance-allocator class))
+                (t (lambda () (allocate-instance class)))))
+        (own (lisp-own-slots class)))
+    (if (null own)
+        allocate
+        ;; slots the Lisp keeps for itself (an ECL condition's report) are
+        ;; not stored: set from their initforms
+        (lambda ()
+          (let ((instance (funcall allocate)))
+            (dolist (slotd own instance)
+              (let ((initfunction (slot-definition-initfunction slotd)))
+                (when initfunction
+                  (setf (slot-value instance (slot-definition-name slotd))
+                        (funcall initfunction))))))))))
 
 (defun read-name-interactively (prompt)
   "The arguments of a restart that takes a name: one object read from

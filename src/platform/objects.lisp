@@ -169,6 +169,20 @@ pointers, threads and their locks, foreign values."
   "The function of no arguments computing SLOTD's initform, or NIL."
   (sb-mop:slot-definition-initfunction slotd))
 
+(declaim (inline lisp-own-slot-p))
+(defun lisp-own-slot-p (slotd)
+  "True when SLOTD is a slot the Lisp itself keeps in instances of some of
+its classes, set from its initform and not part of the object's data: never
+stored, set from its initform when an instance is restored.  SBCL has none."
+  (declare (ignore slotd))
+  nil)
+
+(declaim (inline lisp-own-slots))
+(defun lisp-own-slots (class)
+  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true."
+  (declare (ignore class))
+  nil)
+
 (defun slot-definition-location (slotd)
   "The index of SLOTD's value in an instance's slot vector when it is an
 instance slot of a standard class, otherwise something else."

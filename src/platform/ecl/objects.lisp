@@ -323,6 +323,19 @@ ECL does not tell apart, as not."
 (defun slot-definition-type (slotd) (clos:slot-definition-type slotd))
 (defun slot-definition-allocation (slotd) (clos:slot-definition-allocation slotd))
 (defun slot-definition-initfunction (slotd) (clos:slot-definition-initfunction slotd))
+
+(defun lisp-own-slot-p (slotd)
+  "True when SLOTD is a slot the Lisp itself keeps in instances of some of
+its classes, set from its initform and not part of the object's data: never
+stored, set from its initform when an instance is restored.  On ECL, a
+condition's SI:REPORT-FUNCTION (its class's report, a function)."
+  (eq (clos:slot-definition-name slotd) 'si::report-function))
+
+(defun lisp-own-slots (class)
+  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true."
+  (and (subtypep class 'condition)
+       (remove-if-not #'lisp-own-slot-p
+                      (clos:class-slots (ensure-class-finalized class)))))
 (defun slot-definition-location (slotd) (clos:slot-definition-location slotd))
 
 (defun method-specializers (method)
