@@ -209,18 +209,6 @@ references, Java objects."
 structure's slot: NIL, as its constructor holds the initform)."
   (if (structure-slot-p slotd) nil (mop:slot-definition-initfunction slotd)))
 
-(defun lisp-own-slot-p (slotd)
-  "True when SLOTD is a slot the Lisp itself keeps in instances of some of
-its classes, not part of the object's data (src/platform/objects.lisp).
-None here."
-  (declare (ignore slotd))
-  nil)
-
-(defun lisp-own-slots (class)
-  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true: none."
-  (declare (ignore class))
-  nil)
-
 (defun slot-definition-location (slotd)
   "The index of SLOTD's value in an instance when it is an instance slot."
   (if (structure-slot-p slotd) (sys::dsd-index slotd) (mop:slot-definition-location slotd)))

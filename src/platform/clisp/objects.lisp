@@ -205,18 +205,6 @@ conjunction of the types its direct slots declare; the Ts are dropped."
 (defun slot-definition-location (slotd)
   "SLOTD's location." (clos:slot-definition-location slotd))
 
-(defun lisp-own-slot-p (slotd)
-  "True when SLOTD is a slot the Lisp itself keeps in instances of some of
-its classes, not part of the object's data (src/platform/objects.lisp).
-None here."
-  (declare (ignore slotd))
-  nil)
-
-(defun lisp-own-slots (class)
-  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true: none."
-  (declare (ignore class))
-  nil)
-
 (defun method-specializers (method)
   "The specializers of METHOD's required parameters."
   (clos:method-specializers method))

@@ -8,6 +8,18 @@
 
 (in-package #:binstore)
 
+(defun lisp-own-slot-p (slotd)
+  "True when SLOTD is a slot the Lisp itself keeps in instances of some of
+its classes, not part of the object's data (src/platform/objects.lisp):
+none on CLISP and ABCL."
+  (declare (ignore slotd))
+  nil)
+
+(defun lisp-own-slots (class)
+  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true: none."
+  (declare (ignore class))
+  nil)
+
 (declaim (inline float-complex))
 (defun float-complex (realpart imagpart)
   "The complex whose parts are the floats REALPART and IMAGPART, both
