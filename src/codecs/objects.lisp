@@ -177,6 +177,13 @@ the class's one descriptor.)"
           (setf (ss-last-wrapper ss) wrapper
                 (ss-last-descriptor ss) d)))))
 
+(declaim (inline update-instance))
+(defun update-instance (object slot-name)
+  "Bring the standard OBJECT, made before its class was redefined, to the
+class's current layout: touching its slot SLOT-NAME does it."
+  (slot-boundp object slot-name)
+  (values))
+
 (defun find-or-make-descriptor (ss object class)
   (let ((descriptors (or (ss-descriptors ss)
                          ;; made at the first instance: most stores have none
@@ -196,10 +203,10 @@ the class's one descriptor.)"
                                                (ss-store-class-slots ss) 'store-error)))
                         ;; the descriptor is for the class as it is now: an
                         ;; instance made before a redefinition is brought up
-                        ;; to date (touching a slot does it) before its layout
-                        ;; is taken as the descriptor's (ECL updates only then)
+                        ;; to date before its layout is taken as the
+                        ;; descriptor's (ECL updates only then)
                         (when (and (= kind +class-kind-standard-object+) specs)
-                          (slot-boundp object (slot-definition-name (first (first specs)))))
+                          (update-instance object (slot-definition-name (first (first specs)))))
                         (make-descriptor-from-specs class kind specs
                                                     (instance-layout object))))))))))
 
@@ -355,9 +362,9 @@ room checked once, anything else through WRITE-OBJECT."
     (when (and (= (class-descriptor-kind d) +class-kind-standard-object+)
                (class-descriptor-slot-names d)
                (not (eq (instance-layout object) (class-descriptor-layout d))))
-      ;; an instance of a redefined class: touching a slot updates it to the
-      ;; current layout, which the readers were made for
-      (slot-boundp object (first (class-descriptor-slot-names d))))
+      ;; an instance of a redefined class: to the current layout, which the
+      ;; readers were made for
+      (update-instance object (first (class-descriptor-slot-names d))))
     (let ((locations (class-descriptor-locations d)))
       (cond ((null locations)
              (loop for reader across (the simple-vector (class-descriptor-readers d))
