@@ -51,7 +51,9 @@ are still printed.  On ECL the file is compiled at safety 1, SBCL's default
 and the policy binstore's code is written for, where ECL's own default is
 2: a check of the C stack on entry to every function, and every CAR and
 CDR a call, even of a declared cons (binstore's readers bound their depth
-themselves, src/platform/ecl/stack.lisp).  The bindings and the handler
+themselves, src/platform/ecl/stack.lisp); and ECL's C compiler refuses a
+call of a C function no header declared (C takes its result for an int: a
+pointer cut to 32 bits, as strerror's once was).  The bindings and the handler
 last for that one file's compilation only, so nothing changes in the image
 that loads binstore, nor for other systems' files."
   #+ecl (require :cmp)
@@ -59,8 +61,10 @@ that loads binstore, nor for other systems' files."
         (*compile-print* nil)
         (*load-verbose* nil)
         (*load-print* nil))
-    (progv #+ecl (list (find-symbol "*SAFETY*" "C")) #-ecl '()
-           #+ecl '(1) #-ecl '()
+    (progv #+ecl (list (find-symbol "*SAFETY*" "C") (find-symbol "*CC-FLAGS*" "C")) #-ecl '()
+           #+ecl (list 1 (concatenate 'string (symbol-value (find-symbol "*CC-FLAGS*" "C"))
+                                      " -Werror=implicit-function-declaration"))
+           #-ecl '()
       (handler-bind (#+sbcl (sb-ext:compiler-note
                               (lambda (note)
                                 (let ((restart (find-restart 'muffle-warning note)))

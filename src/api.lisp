@@ -462,9 +462,11 @@ and other conditions as for STORE."
 
 ;;; Restore -------------------------------------------------------------------
 
-(defconstant +max-values+ (min multiple-values-limit 1024)
+(defconstant +max-values+ (min (1- multiple-values-limit) 1024)
   "The most objects RESTORE returns as values: a record holding more is read
-with MAP-STORED-OBJECTS.  Values live on the control stack.")
+with MAP-STORED-OBJECTS.  Values live on the control stack.  1024, or one
+less than the Lisp's MULTIPLE-VALUES-LIMIT, an exclusive bound (ECL's is
+64, so 63 there).")
 
 (defun decode-record (ib fn max-to-read max-depth intern-symbols require-header max-count)
   "Read the record at IB's position (one follows), calling FN with each of

@@ -234,7 +234,9 @@ when A was paired with another object, or (with REVERSE) B with another A."
       (dotimes (i (array-total-size a))
         (push-pair cmp (row-major-aref a i) (row-major-aref b i) (list* (list :aref i) path)))
       (dotimes (i (array-total-size a))
-        (unless (same-scalar-p (row-major-aref a i) (row-major-aref b i))
+        (unless (if (member (array-element-type a) '(double-float single-float))
+                    (= (float-element-bits a i) (float-element-bits b i))
+                    (same-scalar-p (row-major-aref a i) (row-major-aref b i)))
           (differ (list* (list :aref i) path) "element ~a restored as ~a"
                   (row-major-aref a i) (row-major-aref b i))))))
 

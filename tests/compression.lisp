@@ -591,7 +591,7 @@ and length, then the zeros a mebibyte at a time."
          ;; the empty vector's record ends with its length, one zero byte
          (head (concatenate '(vector (unsigned-byte 8)) (subseq head 0 (1- (length head)))
                             (varint-octets octet-count)))
-         (zeros (make-array (* 1024 1024) :element-type '(unsigned-byte 8)))
+         (zeros (make-array (* 1024 1024) :element-type '(unsigned-byte 8) :initial-element 0))
          (sink (funcall make-sink (binstore:make-octets-sink))))
     (binstore:sink-write sink (simple-octets head) 0 (length head))
     (loop for left = octet-count then (- left n)
@@ -616,7 +616,7 @@ record is restored."
         (signals binstore:restore-limit-exceeded
           (binstore:map-stored-objects #'identity bomb :max-to-read (* 1024 1024)))
         (let ((small (bomb make-sink 3000000)))
-          (is (equalp (make-array 3000000 :element-type '(unsigned-byte 8))
+          (is (equalp (make-array 3000000 :element-type '(unsigned-byte 8) :initial-element 0)
                       (binstore:restore small :max-to-read (* 4 1024 1024)))))))
     (is (= held (contexts-held)))))
 

@@ -4,7 +4,7 @@
   (:use #:common-lisp #:fiveam)
   ;; Gray streams: the tests' octet streams (places.lisp) and the streams that
   ;; watch a store's writes
-  (:import-from #+sbcl #:sb-gray #+ecl #:gray
+  (:import-from #+sbcl #:sb-gray #-sbcl #:gray
                 #:fundamental-binary-input-stream #:fundamental-binary-output-stream
                 #:stream-read-byte #:stream-read-sequence
                 #:stream-write-byte #:stream-write-sequence)

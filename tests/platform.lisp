@@ -39,15 +39,37 @@ declarations and forms, as for FIVEAM:TEST."
   "The IEEE 754 encoding of the double float X, an (unsigned-byte 64)."
   #+sbcl (ldb (byte 64 0) (sb-kernel:double-float-bits x))
   #+ecl (ffi:c-inline (x) (:double) :uint64-t
-                      "({ double d_ = #0; uint64_t b_; memcpy(&b_, &d_, 8); b_; })"
+                      "({ double d_ = #0; uint64_t b_; __builtin_memcpy(&b_, &d_, 8); b_; })"
                       :one-liner t :side-effects nil))
 
 (defun single-float-bits (x)
   "The IEEE 754 encoding of the single float X, an (unsigned-byte 32)."
   #+sbcl (ldb (byte 32 0) (sb-kernel:single-float-bits x))
   #+ecl (ffi:c-inline (x) (:float) :uint32-t
-                      "({ float f_ = #0; uint32_t b_; memcpy(&b_, &f_, 4); b_; })"
+                      "({ float f_ = #0; uint32_t b_; __builtin_memcpy(&b_, &f_, 4); b_; })"
                       :one-liner t :side-effects nil))
+
+(defun float-element-bits (array index)
+  "The encoding of the element at row-major INDEX of ARRAY, a (possibly
+displaced or multidimensional) array of element type DOUBLE-FLOAT or
+SINGLE-FLOAT, read without making the float: ECL traps when it boxes a
+signalling NaN."
+  #+sbcl (let ((x (row-major-aref array index)))
+           (etypecase x
+             (double-float (double-float-bits x))
+             (single-float (single-float-bits x))))
+  #+ecl (progn
+          (check-type index (integer 0))
+          (assert (< index (array-total-size array)))
+          (if (eq (array-element-type array) 'double-float)
+              ;; an array's and a vector's data pointer (SELF) share their
+              ;; offset in the header, and include the displacement
+              (ffi:c-inline (array index) (:object :fixnum) :uint64-t
+                            "({ uint64_t b_; __builtin_memcpy(&b_, (#0)->array.self.df + #1, 8); b_; })"
+                            :one-liner t :side-effects nil)
+              (ffi:c-inline (array index) (:object :fixnum) :uint32-t
+                            "({ uint32_t b_; __builtin_memcpy(&b_, (#0)->array.self.sf + #1, 4); b_; })"
+                            :one-liner t :side-effects nil))))
 
 (defun make-double-float (high low)
   "The double float whose upper 32 bits are HIGH, a (signed-byte 32), and
@@ -95,6 +117,15 @@ boxes the part, comparing it with zero); elsewhere X itself."
                       (not (logbitp 22 bits)))
                  (make-single-float (signed-32 (logior bits (expt 2 22))))
                  x)))))
+
+(declaim (notinline one-object))
+(defun one-object (x)
+  "X, through a call whose value's type the compiler does not know.  A
+test that shares a number between places binds it to this: ECL's compiler
+keeps a local known to be a DOUBLE-FLOAT unboxed and boxes it afresh at
+each use, so the data would hold equal numbers, not one number twice
+(which CL permits: EQ on numbers is the implementation's choice)."
+  x)
 
 ;;; Random states.  The same seed gives the same sequence on one Lisp;
 ;;; SBCL's and ECL's generators differ, so a seed names a different datum
@@ -188,9 +219,12 @@ after SECONDS.  Return THUNK's values."
 
 (defun instance-slot-names (object)
   "The names of the slots OBJECT (a standard object or condition) keeps in
-itself (not its class's shared slots)."
+itself (not its class's shared slots), but for the Lisp's own slots, which
+binstore does not store (BINSTORE::LISP-OWN-SLOT-P)."
   (loop for slotd in (binstore::class-slots (class-of object))
-        when (eq (binstore::slot-definition-allocation slotd) :instance)
+        when (and (eq (binstore::slot-definition-allocation slotd) :instance)
+                  ;; the Lisp's own (ECL's condition report), not stored
+                  (not (binstore::lisp-own-slot-p slotd)))
           collect (binstore::slot-definition-name slotd)))
 
 (defun structure-slots (structure)

@@ -11,6 +11,17 @@
 
 (in-package #:binstore)
 
+;;; The filters give C binstore's own pointers (a restore's window) and
+;;; read output C wrote into a vector while CFFI still holds it: right
+;;; where binstore's memory is the machine's and CFFI passes a vector's own
+;;; data.  On CLISP and ABCL neither holds (CFFI copies a vector in and out
+;;; around its body): compressed output would be wrong bytes, so this
+;;; system refuses to load there, and STORE and RESTORE signal
+;;; COMPRESSION-UNAVAILABLE.
+(unless +machine-addresses-p+
+  (error "binstore/compression runs on SBCL and ECL only: on ~a, binstore's ~
+          memory is Lisp vectors that C cannot be given." (lisp-implementation-type)))
+
 (cffi:define-foreign-library libzstd
   (:unix (:or "libzstd.so.1" "libzstd.so"))
   (t (:default "libzstd")))

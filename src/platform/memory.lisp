@@ -38,6 +38,10 @@
 (defconstant +word-bytes+ sb-vm:n-word-bytes
   "Bytes in a machine word.")
 
+(defconstant +machine-addresses-p+ t
+  "True where binstore's pointers are the machine's addresses, which C
+may be given (binstore/compression gives them to libzstd and liblz4).")
+
 ;;; Pointers.
 
 (defmacro pointer+ (pointer offset)

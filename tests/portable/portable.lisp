@@ -628,6 +628,17 @@ traps)."
                                           v))
                                       (binstore:store nil *place-data*))))
                (when (probe-file file) (delete-file file))))))
+   (cons "a file that is not there"
+         ;; FILE-ERROR with the system's text (strerror), which ECL's C once
+         ;; called undeclared, cutting its pointer: a segmentation fault
+         (lambda ()
+           (let* ((file (temporary-file "absent"))
+                  (condition (progn (when (probe-file file) (delete-file file))
+                                    (nth-value 1 (ignore-errors (binstore:restore file))))))
+             (and (typep condition 'file-error)
+                  (typep condition 'binstore:binstore-error)
+                  (search "cannot open" (princ-to-string condition))
+                  t))))
    (cons "file replaced"
          (lambda ()
            (let ((file (temporary-file "replaced")))

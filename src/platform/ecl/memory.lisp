@@ -34,6 +34,10 @@ does not move objects."
 (defconstant +word-bytes+ 8
   "Bytes in a machine word.")
 
+(defconstant +machine-addresses-p+ t
+  "True where binstore's pointers are the machine's addresses, which C
+may be given (binstore/compression gives them to libzstd and liblz4).")
+
 ;;; New arrays.  SBCL makes the elements of an array made without initial
 ;;; contents zero (0, 0.0, #\Nul), and binstore relies on it; ECL leaves
 ;;; specialized arrays' memory as it found it and fills T arrays with NIL.
@@ -72,7 +76,7 @@ MAKE-ARRAY leaves them undefined); return ARRAY."
                        case ecl_aet_clf: size_ = 32; break;
                        default: size_ = 8; }
                        if (size_ == 0) size_ = 1, n_ = n_ - 1;
-                       if (p_ && n_) memset(p_, 0, n_ * size_); }"
+                       if (p_ && n_) __builtin_memset(p_, 0, n_ * size_); }"
                     :one-liner nil))
   array)
 
@@ -151,6 +155,8 @@ so pointers into them stay valid."
 ;;; The bytes at a pointer.  Each is a macro expanding to one C expression,
 ;;; and a place (DEFSETF).  memcpy of a constant size compiles to one load
 ;;; or store, without assuming alignment or breaking C's aliasing rules.
+;;; The C here says __builtin_memcpy (and __builtin_memmove, memset): it is
+;;; expanded into files of every layer, whose C includes no <string.h>.
 
 (defmacro define-memory-accessor (name c-type lisp-type &key float-object)
   "Define NAME, the place of the C-TYPE at an offset from a pointer (a
@@ -165,10 +171,10 @@ with zero -- a comparison that traps on a signalling NaN, bits a file
 may hold."
   (let ((read (if float-object
                   (format nil "({~a v_; cl_object o_ = ecl_alloc_object(~a);
-                                memcpy(&v_, (void*)(#0+#1), sizeof v_); ~a(o_) = v_; o_;})"
+                                __builtin_memcpy(&v_, (void*)(#0+#1), sizeof v_); ~a(o_) = v_; o_;})"
                           c-type (first float-object) (second float-object))
-                  (format nil "({~a v_; memcpy(&v_, (void*)(#0+#1), sizeof v_); v_;})" c-type)))
-        (write (format nil "({~a v_ = #2; memcpy((void*)(#0+#1), &v_, sizeof v_); v_;})" c-type))
+                  (format nil "({~a v_; __builtin_memcpy(&v_, (void*)(#0+#1), sizeof v_); v_;})" c-type)))
+        (write (format nil "({~a v_ = #2; __builtin_memcpy((void*)(#0+#1), &v_, sizeof v_); v_;})" c-type))
         (writer (intern (format nil "SET-~a" name))))
     `(progn
        (defmacro ,name (pointer offset)
@@ -196,7 +202,7 @@ may hold."
   "Copy COUNT bytes from the pointer FROM to the pointer TO (memmove: the
 ranges may overlap); the caller has checked both ranges."
   `(ffi:c-inline (,to ,from ,count) (:fixnum :fixnum :fixnum) :void
-                 "memmove((void*)#0, (void*)#1, (size_t)#2)" :one-liner t))
+                 "__builtin_memmove((void*)#0, (void*)#1, (size_t)#2)" :one-liner t))
 
 ;;; Compiler and control primitives.
 

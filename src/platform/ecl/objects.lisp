@@ -20,7 +20,7 @@
   "The single float whose IEEE 754 encoding is BITS, a (signed-byte 32)."
   (ffi:c-inline (bits) (:int32-t) :object
                 "({ int32_t b_ = #0; cl_object o_ = ecl_alloc_object(t_singlefloat);
-                    memcpy(&ecl_single_float(o_), &b_, 4); o_; })"
+                    __builtin_memcpy(&ecl_single_float(o_), &b_, 4); o_; })"
                 :one-liner t :side-effects nil))
 
 (defun double-float-from-bits (high low)
@@ -29,7 +29,7 @@ as its upper 32 bits and LOW, an (unsigned-byte 32), as its lower."
   (ffi:c-inline (high low) (:int32-t :uint32-t) :object
                 "({ uint64_t b_ = ((uint64_t)(uint32_t)#0 << 32) | (uint64_t)#1;
                     cl_object o_ = ecl_alloc_object(t_doublefloat);
-                    memcpy(&ecl_double_float(o_), &b_, 8); o_; })"
+                    __builtin_memcpy(&ecl_double_float(o_), &b_, 8); o_; })"
                 :one-liner t :side-effects nil))
 
 (defun float-complex (realpart imagpart)
@@ -39,12 +39,12 @@ single floats or both double floats."
       (ffi:c-inline (realpart imagpart) (:object :object) :object
                     "({ cl_object o_ = ecl_alloc_object(t_cdfloat);
                         double p_[2] = { ecl_double_float(#0), ecl_double_float(#1) };
-                        memcpy(&ecl_cdfloat(o_), p_, sizeof p_); o_; })"
+                        __builtin_memcpy(&ecl_cdfloat(o_), p_, sizeof p_); o_; })"
                     :one-liner t :side-effects nil)
       (ffi:c-inline (realpart imagpart) (:object :object) :object
                     "({ cl_object o_ = ecl_alloc_object(t_csfloat);
                         float p_[2] = { ecl_single_float(#0), ecl_single_float(#1) };
-                        memcpy(&ecl_csfloat(o_), p_, sizeof p_); o_; })"
+                        __builtin_memcpy(&ecl_csfloat(o_), p_, sizeof p_); o_; })"
                     :one-liner t :side-effects nil)))
 
 ;;; Integers.  Digits are 64-bit, two's complement, least significant first,
@@ -195,7 +195,7 @@ bounds START and END (END NIL: the length) translated into it."
                 "{ cl_object s_ = #0; cl_index at_ = 8 * (cl_index)#1;
                    cl_index n_ = s_->base_string.dim - at_;
                    uint64_t w_ = #2;
-                   memcpy(s_->base_string.self + at_, &w_, n_ < 8 ? n_ : 8); }"
+                   __builtin_memcpy(s_->base_string.self + at_, &w_, n_ < 8 ? n_ : 8); }"
                 :one-liner nil :side-effects t)
   word)
 
@@ -205,7 +205,7 @@ bounds START and END (END NIL: the length) translated into it."
   (ffi:c-inline (string i) (:object :fixnum) :uint64-t
                 "({ cl_object s_ = #0; cl_index at_ = 8 * (cl_index)#1;
                     cl_index n_ = s_->base_string.dim - at_; uint64_t w_ = 0;
-                    memcpy(&w_, s_->base_string.self + at_, n_ < 8 ? n_ : 8); w_; })"
+                    __builtin_memcpy(&w_, s_->base_string.self + at_, n_ < 8 ? n_ : 8); w_; })"
                 :one-liner t :side-effects nil))
 
 (defmacro string-word (string i)

@@ -7,6 +7,7 @@
 (in-package #:binstore)
 
 (ffi:clines "#include <errno.h>"
+            "#include <string.h>"
             "#include <fcntl.h>"
             "#include <unistd.h>"
             "#include <poll.h>"

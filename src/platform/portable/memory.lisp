@@ -55,6 +55,11 @@ an integer (see above)."
 (defconstant +word-bytes+ 8
   "Bytes in a machine word (the format's; SBCL's on x86-64).")
 
+(defconstant +machine-addresses-p+ nil
+  "True where binstore's pointers are the machine's addresses, which C
+may be given (binstore/compression gives them to libzstd and liblz4).
+Not here: a pointer names a segment of Lisp vectors and an offset.")
+
 (defconstant +segment-shift+ 36
   "Bits of a pointer that are its offset in its segment: a segment holds up
 to 64 GiB, and CLISP's fixnums (48 bits) hold 4096 segments.")
