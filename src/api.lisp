@@ -95,12 +95,19 @@ many bytes as it takes in memory), so reaching it means shared structure
 written again and again."
   (+ (* 2 (heap-bytes-in-use)) (* 64 1024 1024)))
 
+(defun size-limit (limit)
+  "LIMIT, a MAX-TO-READ or MAX-TO-WRITE (NIL or a non-negative integer), as
+the readers and writers keep it, an INDEX: a larger one is the largest,
+which no store or restore reaches (MOST-POSITIVE-FIXNUM, or a bignum, for
+no limit to speak of)."
+  (if (and (integerp limit) (> limit +largest-index+)) +largest-index+ limit))
+
 (defun call-with-write-limit (max-to-write options fn)
   "Call FN with the limit a store with OPTIONS writes under: MAX-TO-WRITE,
 or, when that is NIL and the options do not keep every identity, the
 RUNAWAY-BOUND, whose excess is reported as such."
   (if (or max-to-write (keeps-every-identity-p options))
-      (funcall fn max-to-write)
+      (funcall fn (size-limit max-to-write))
       (let ((bound (runaway-bound)))
         (handler-bind ((store-limit-exceeded
                          (lambda (c)
@@ -634,6 +641,7 @@ vector or file, the stream's position; inside a compressed record, the
 offset of the compressed bytes being read when the problem was found (a
 problem with the record the frame holds also says, in its message, where
 in the decompressed bytes)."
+  (setf max-to-read (size-limit max-to-read))
   (if progress
       (call-with-progress progress "restored" (place-size place)
                           (lambda (watch)
@@ -669,6 +677,7 @@ byte source, a file that cannot be read)."
   "Restore the record at the start of the SIZE bytes of raw memory at SAP
 \(for example an mmap'ed file).  Bytes after the record are not read.
 Keywords, values and conditions as for RESTORE."
+  (setf max-to-read (size-limit max-to-read))
   (flet ((restore-from (ib)
            (restore-record ib max-to-read max-depth intern-symbols require-header
                            eof-error-p eof-value)))
@@ -713,6 +722,7 @@ records (see RESTORE) may come between the others: each frame's records
 are read in turn, MAX-TO-READ bounding each record's decompressed bytes
 and each frame's compressed ones.  Conditions as for RESTORE (never
 END-OF-DATA)."
+  (setf max-to-read (size-limit max-to-read))
   (labels ((map-records (ib)
              (loop while (skip-to-record ib)
                    do (start-record-allowance ib max-to-read)

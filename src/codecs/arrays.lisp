@@ -425,7 +425,8 @@ elements are all looked at before anything is written or taken."
     (unless (and (<= n +short-container-elements+)
                  (inline-container-allowed-p ss)
                  (>= (- (obuf-end ob) p) (+ 2 (* +short-container-elements+ +max-leaf-bytes+)))
-                 (every (lambda (x) (immediate-leaf-p x boxed)) v))
+                 ;; a loop, not EVERY of a closure, which ECL allocates
+                 (loop for x across v always (immediate-leaf-p x boxed)))
       (return-from write-short-leaf-vector nil))
     (unless (and (ss-track ss) (written-before-or-remember-p ss v))
       (let* ((sap (obuf-sap ob))

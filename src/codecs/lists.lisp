@@ -640,7 +640,7 @@ before a cons claimed before (the tail then)."
               ;; the position is in the obuf here, whichever way we came
               (setf contents (widen-gap ob contents)
                     gap (1+ gap)
-                    widen-at (min (* 128 widen-at) most-positive-fixnum)))
+                    widen-at (min (* 128 widen-at) +largest-index+)))
             (let ((x (car c)))
               (when (and packed (not (int64-element-p x)))
                 (unpack))

@@ -61,6 +61,7 @@ the pointer OUT; return the pointer after it.  The caller has made room."
   "Write the integer N, which fits in 64 signed bits, in its shortest form."
   (declare (type (signed-byte 64) n))
   (let ((p (obuf-pos ob)))
+    (declare (type index p))            ; (for ECL, as in RESERVE)
     (if (<= (+ p +max-fixnum-bytes+) (obuf-end ob))
         (let ((sap (obuf-sap ob)))
           (setf (obuf-pos ob) (pointer- (put-fixnum (pointer+ sap p) n) sap)))

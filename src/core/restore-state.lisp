@@ -94,7 +94,7 @@ stack with the state (see above)."
   (%make-restore-state :ibuf ibuf :max-depth max-depth
                        :refs (initial-refs ibuf)
                        :stack-limit (stack-limit +stack-margin+)
-                       :alloc-left (and max-alloc (min max-alloc (- most-positive-fixnum 16)))
+                       :alloc-left (and max-alloc (min max-alloc +largest-index+))
                        :intern-symbols intern-symbols))
 
 (defun clear-cons-refs (rs)

@@ -105,6 +105,9 @@ handed on.  Return the end of the old window's part that was handed on."
   "Claim N bytes at the current position; return their offset from BASE."
   (declare (type obuf ob) (type (integer 0 256) n) (optimize speed))
   (let* ((p (obuf-pos ob)) (np (+ p n)))
+    ;; (SBCL derives these; ECL open-codes the sum and the comparison only
+    ;; when told)
+    (declare (type index p) (type (integer 0 #.(+ +largest-index+ 256)) np))
     (when (> np (obuf-end ob))
       (make-room ob n)
       (setf p (obuf-pos ob) np (+ p n)))

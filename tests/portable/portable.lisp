@@ -628,6 +628,19 @@ traps)."
                                           v))
                                       (binstore:store nil *place-data*))))
                (when (probe-file file) (delete-file file))))))
+   (cons "limits past the largest count"
+         ;; MOST-POSITIVE-FIXNUM or a bignum for "no limit to speak of": a
+         ;; TYPE-ERROR once (limits are kept as counts, below 2^48 on ECL)
+         (lambda ()
+           (let ((octets (binstore:store nil *place-data* :max-to-write most-positive-fixnum)))
+             (every (lambda (limit)
+                      (and (similar (binstore:restore octets :max-to-read limit) *place-data*)
+                           (equalp octets (binstore:store nil *place-data* :max-to-write limit))
+                           (let ((seen '()))
+                             (binstore:map-stored-objects (lambda (x) (push x seen)) octets
+                                                          :max-to-read limit)
+                             (similar seen (list *place-data*)))))
+                    (list most-positive-fixnum (expt 2 70))))))
    (cons "a file that is not there"
          ;; FILE-ERROR with the system's text (strerror), which ECL's C once
          ;; called undeclared, cutting its pointer: a segmentation fault

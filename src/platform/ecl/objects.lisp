@@ -265,10 +265,24 @@ memory as in the format: bits (ECL packs them most significant first) and
                     ok_; })"
                 :one-liner t :side-effects nil))
 
+(declaim (inline simple-base-string-p))
+(defun simple-base-string-p (object)
+  "True when OBJECT is a SIMPLE-BASE-STRING: a base string neither
+adjustable, nor with a fill pointer, nor displaced.  Inline C, where ECL's
+TYPEP of SIMPLE-BASE-STRING is a call of its general TYPEP (a tenth of
+storing a list of mixed objects)."
+  (ffi:c-inline (object) (:object) :bool
+                "({ cl_object o_ = #0;
+                    ECL_BASE_STRING_P(o_)
+                    && !(o_->base_string.flags & (ECL_FLAG_ADJUSTABLE | ECL_FLAG_HAS_FILL_POINTER))
+                    && (Null(o_->base_string.displaced)
+                        || Null(ECL_CONS_CAR(o_->base_string.displaced))); })"
+                :one-liner t :side-effects nil))
+
 (deftype format-base-string ()
   "The strings written as the format's BASE-STRING: simple base strings of
 ASCII characters."
-  '(and simple-base-string (satisfies ascii-base-string-p)))
+  '(and (satisfies simple-base-string-p) (satisfies ascii-base-string-p)))
 
 (deftype format-character-string ()
   "The strings written as the format's STRING (those FORMAT-BASE-STRING
