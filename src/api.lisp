@@ -641,23 +641,23 @@ vector or file, the stream's position; inside a compressed record, the
 offset of the compressed bytes being read when the problem was found (a
 problem with the record the frame holds also says, in its message, where
 in the decompressed bytes)."
-  (setf max-to-read (size-limit max-to-read))
-  (if progress
-      (call-with-progress progress "restored" (place-size place)
-                          (lambda (watch)
-                            (call-with-place-ibuf
-                             place max-to-read
-                             (lambda (ib)
-                               (call-watching watch ib
-                                              (lambda ()
-                                                (restore-record ib max-to-read max-depth
-                                                                intern-symbols require-header
-                                                                eof-error-p eof-value)))))))
-      (flet ((restore-from (ib)
-               (restore-record ib max-to-read max-depth intern-symbols require-header
-                               eof-error-p eof-value)))
-        (declare (dynamic-extent #'restore-from))
-        (call-with-place-ibuf place max-to-read #'restore-from))))
+  (let ((max-to-read (size-limit max-to-read)))
+    (if progress
+        (call-with-progress progress "restored" (place-size place)
+                            (lambda (watch)
+                              (call-with-place-ibuf
+                               place max-to-read
+                               (lambda (ib)
+                                 (call-watching watch ib
+                                                (lambda ()
+                                                  (restore-record ib max-to-read max-depth
+                                                                  intern-symbols require-header
+                                                                  eof-error-p eof-value)))))))
+        (flet ((restore-from (ib)
+                 (restore-record ib max-to-read max-depth intern-symbols require-header
+                                 eof-error-p eof-value)))
+          (declare (dynamic-extent #'restore-from))
+          (call-with-place-ibuf place max-to-read #'restore-from)))))
 
 (defun place-size (place)
   "The bytes of PLACE, an octet vector or a file name, or NIL (a stream, a
@@ -677,20 +677,20 @@ byte source, a file that cannot be read)."
   "Restore the record at the start of the SIZE bytes of raw memory at SAP
 \(for example an mmap'ed file).  Bytes after the record are not read.
 Keywords, values and conditions as for RESTORE."
-  (setf max-to-read (size-limit max-to-read))
-  (flet ((restore-from (ib)
-           (restore-record ib max-to-read max-depth intern-symbols require-header
-                           eof-error-p eof-value)))
-    (declare (dynamic-extent #'restore-from))
-    (if progress
-        (call-with-progress progress "restored" size
-                            (lambda (watch)
-                              (call-with-memory-ibuf (pointer-address sap) size max-to-read
-                                                     (lambda (ib)
-                                                       (call-watching watch ib
-                                                                      (lambda ()
-                                                                        (restore-from ib)))))))
-        (call-with-memory-ibuf (pointer-address sap) size max-to-read #'restore-from))))
+  (let ((max-to-read (size-limit max-to-read)))
+    (flet ((restore-from (ib)
+             (restore-record ib max-to-read max-depth intern-symbols require-header
+                             eof-error-p eof-value)))
+      (declare (dynamic-extent #'restore-from))
+      (if progress
+          (call-with-progress progress "restored" size
+                              (lambda (watch)
+                                (call-with-memory-ibuf (pointer-address sap) size max-to-read
+                                                       (lambda (ib)
+                                                         (call-watching watch ib
+                                                                        (lambda ()
+                                                                          (restore-from ib)))))))
+          (call-with-memory-ibuf (pointer-address sap) size max-to-read #'restore-from)))))
 
 ;;; Every record ------------------------------------------------------------------
 
@@ -722,32 +722,32 @@ records (see RESTORE) may come between the others: each frame's records
 are read in turn, MAX-TO-READ bounding each record's decompressed bytes
 and each frame's compressed ones.  Conditions as for RESTORE (never
 END-OF-DATA)."
-  (setf max-to-read (size-limit max-to-read))
-  (labels ((map-records (ib)
-             (loop while (skip-to-record ib)
-                   do (start-record-allowance ib max-to-read)
-                      (let ((method (compression-at ib)))
-                        (if method
-                            (call-with-decompressing-ibuf ib method max-to-read #'map-frame)
-                            (decode-record ib function max-to-read max-depth intern-symbols
-                                           require-header nil)))))
-           (map-frame (inner)
-             ;; the records of one frame: never a frame within it
-             (loop while (skip-to-record inner)
-                   do (start-record-allowance inner max-to-read)
-                      (decode-record inner function max-to-read max-depth intern-symbols
-                                     require-header nil))))
-    (declare (dynamic-extent #'map-records #'map-frame))
-    (if progress
-        (call-with-progress progress "read" (place-size place)
-                            (lambda (watch)
-                              (call-with-place-ibuf place max-to-read
-                                                    (lambda (ib)
-                                                      (call-watching watch ib
-                                                                     (lambda ()
-                                                                       (map-records ib)))))))
-        (call-with-place-ibuf place max-to-read #'map-records))
-    nil))
+  (let ((max-to-read (size-limit max-to-read)))
+    (labels ((map-records (ib)
+               (loop while (skip-to-record ib)
+                     do (start-record-allowance ib max-to-read)
+                        (let ((method (compression-at ib)))
+                          (if method
+                              (call-with-decompressing-ibuf ib method max-to-read #'map-frame)
+                              (decode-record ib function max-to-read max-depth intern-symbols
+                                             require-header nil)))))
+             (map-frame (inner)
+               ;; the records of one frame: never a frame within it
+               (loop while (skip-to-record inner)
+                     do (start-record-allowance inner max-to-read)
+                        (decode-record inner function max-to-read max-depth intern-symbols
+                                       require-header nil))))
+      (declare (dynamic-extent #'map-records #'map-frame))
+      (if progress
+          (call-with-progress progress "read" (place-size place)
+                              (lambda (watch)
+                                (call-with-place-ibuf place max-to-read
+                                                      (lambda (ib)
+                                                        (call-watching watch ib
+                                                                       (lambda ()
+                                                                         (map-records ib)))))))
+          (call-with-place-ibuf place max-to-read #'map-records))
+      nil)))
 
 (defmacro do-stored-objects ((var place &rest options) &body body)
   "Evaluate BODY with VAR bound to each top-level object stored in PLACE,

@@ -16,20 +16,6 @@
 
 (in-package #:binstore-machine-code)
 
-(defun instruction-text (line)
-  "The instruction of a line of DISASSEMBLE's output, with what differs
-between builds of the same code taken out; NIL for a line without one."
-  (let* ((line (string-left-trim "; " line))
-         (colon (search ": " line)))
-    (when (and colon (< colon 8))
-      (let ((tokens (split-words (subseq line (+ colon 2)))))
-        ;; a label (L12:), then the instruction's bytes, then the instruction
-        (when (and tokens (char= #\: (char (first tokens) (1- (length (first tokens))))))
-          (pop tokens))
-        (pop tokens)
-        (let ((comment (position-if (lambda (token) (char= (char token 0) #\;)) tokens)))
-          (format nil "~{~a~^ ~}" (mapcar #'generic-token (subseq tokens 0 comment))))))))
-
 (defun split-words (string)
   "The words of STRING, separated by spaces."
   (loop with start = 0
@@ -65,6 +51,20 @@ which follow the order of definition)."
                             (write-string token out :start i :end end))
                         (setf i end)))
                      (t (write-char c out) (incf i)))))))
+
+(defun instruction-text (line)
+  "The instruction of a line of DISASSEMBLE's output, with what differs
+between builds of the same code taken out; NIL for a line without one."
+  (let* ((line (string-left-trim "; " line))
+         (colon (search ": " line)))
+    (when (and colon (< colon 8))
+      (let ((tokens (split-words (subseq line (+ colon 2)))))
+        ;; a label (L12:), then the instruction's bytes, then the instruction
+        (when (and tokens (char= #\: (char (first tokens) (1- (length (first tokens))))))
+          (pop tokens))
+        (pop tokens)
+        (let ((comment (position-if (lambda (token) (char= (char token 0) #\;)) tokens)))
+          (format nil "~{~a~^ ~}" (mapcar #'generic-token (subseq tokens 0 comment))))))))
 
 (defun function-code (function)
   "The instructions of FUNCTION, one string each."
