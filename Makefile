@@ -2,8 +2,9 @@
 #   make test    installs what is missing, checks that binstore compiles
 #                quietly (make quiet-build) and that each file compiles with
 #                only what binstore.asd says it depends on (make
-#                check-layers), runs the portable tests on ECL and CLISP
-#                (make test-ecl, make test-clisp), runs the whole suite on SBCL
+#                check-layers), runs the portable tests on SBCL, ECL and
+#                CLISP (make test-sbcl-portable, test-ecl, test-clisp), runs
+#                the whole suite on SBCL
 #   make bench   installs what is missing, runs the benchmark, writes table and plot
 # Also:
 #   make cli                  saves the command-line tool bin/binstore runs,
@@ -58,7 +59,7 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
   cl-bordeaux-threads:/usr/share/common-lisp/source/bordeaux-threads \
   cl-osicat:/usr/share/common-lisp/source/osicat
 
-.PHONY: test test-ecl test-clisp test-abcl test-ecl-suite test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
+.PHONY: test test-sbcl-portable test-ecl test-clisp test-abcl test-ecl-suite test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
 # Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
 # libraries for binstore/compression (which the tests load), and the zstd
@@ -75,8 +76,13 @@ bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot
 	@if [ -n "$(PEERS_DIR)" ] && [ -d "$(PEERS_DIR)" ]; then ./tools/ensure-packages $(PEER_DEBS); fi
 
-test: deps quiet-build check-layers cli test-ecl test-clisp
+test: deps quiet-build check-layers cli test-sbcl-portable test-ecl test-clisp
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-tests)'
+
+# The portable tests on SBCL too: the golden bytes are SBCL's, and the
+# other Lisps' files (tests/portable/golden-*.sexp) must restore here.
+test-sbcl-portable: deps
+	$(SBCL_RUN) --load tools/portable-tests.lisp
 
 # bench/portable.lisp on SBCL, ECL and CLISP (installed when missing), one
 # table each: what a data set costs on each Lisp, measured the same way.
