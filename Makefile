@@ -22,6 +22,8 @@
 #   make test-ecl-suite       the whole suite on ECL (20 to 30 minutes; CI
 #                             runs it after make test)
 #   make bench-portable       bench/portable.lisp on SBCL, ECL and CLISP
+#                             (LISPS="sbcl ecl clisp abcl"); make bench
+#                             LISP=ecl runs it on that Lisp alone
 #   make test-abcl            the portable tests on ABCL (not part of make test)
 #   make bench-store          the persistent store against Ruby's PStore and
 #                             the floor of a durable file replacement
@@ -84,21 +86,35 @@ test: deps quiet-build check-layers cli test-sbcl-portable test-ecl test-clisp
 test-sbcl-portable: deps
 	$(SBCL_RUN) --load tools/portable-tests.lisp
 
-# bench/portable.lisp on SBCL, ECL and CLISP (installed when missing), one
-# table each: what a data set costs on each Lisp, measured the same way.
-# CLISP takes one process per data set (it has stalled in a full GC after
-# two sets in one) and one run of each (it is 300-800 times slower).
+# bench/portable.lisp on each Lisp of LISPS (sbcl, ecl, clisp, abcl; the
+# ones missing are installed), one table each: what a data set costs on each
+# Lisp, measured the same way.  make bench LISP=ecl is make bench-portable
+# LISPS=ecl.  CLISP takes one process per data set (it has stalled in a
+# full GC after two sets in one) and one run of each (it is 300-800 times
+# slower); ABCL one run of each set of ABCL_SETS (its complex-list takes
+# minutes).
+LISPS ?= sbcl ecl clisp
 PORTABLE_SETS = random-fixnums random-double-floats complex-list ub8-vectors \
   double-vectors double-matrices structures base-strings
+ABCL_SETS = random-fixnums ub8-vectors double-vectors structures base-strings
 bench-portable:
-	@./tools/ensure-packages ecl:$(ECL) clisp:$(CLISP)
-	$(SBCL_RUN) --load bench/portable.lisp --eval '(binstore-portable-bench:run)'
-	$(ECL) --norc --load bench/portable.lisp --eval '(binstore-portable-bench:run)' \
-	  --eval '(ext:quit)' </dev/null
-	@title=t; for set in $(PORTABLE_SETS); do \
-	  $(CLISP) -q -norc -i bench/portable.lisp \
-	    -x "(progn (binstore-portable-bench:run :names (list \"$$set\") :runs 1 :title $$title) (values))" \
-	    </dev/null || exit 1; title=nil; done
+	@for lisp in $(LISPS); do case $$lisp in \
+	  sbcl) $(SBCL_RUN) --load bench/portable.lisp --eval '(binstore-portable-bench:run)' \
+	          || exit 1;; \
+	  ecl) ./tools/ensure-packages ecl:$(ECL) && \
+	       $(ECL) --norc --load bench/portable.lisp --eval '(binstore-portable-bench:run)' \
+	         --eval '(ext:quit)' </dev/null || exit 1;; \
+	  clisp) ./tools/ensure-packages clisp:$(CLISP) || exit 1; \
+	         title=t; for set in $(PORTABLE_SETS); do \
+	           $(CLISP) -q -norc -i bench/portable.lisp \
+	             -x "(progn (binstore-portable-bench:run :names (list \"$$set\") :runs 1 :title $$title) (values))" \
+	             </dev/null || exit 1; title=nil; done;; \
+	  abcl) ./tools/ensure-packages abcl:$(ABCL) && \
+	        $(ABCL) --noinit --batch --load bench/portable.lisp \
+	          --eval "(binstore-portable-bench:run :runs 1 :names (list $(foreach set,$(ABCL_SETS),\"$(set)\")))" \
+	          </dev/null || exit 1;; \
+	  *) echo "bench-portable: no Lisp $$lisp (sbcl, ecl, clisp or abcl)"; exit 2;; \
+	esac; done
 
 # The portable tests (tests/portable/: each case stored gives the bytes
 # written on SBCL in golden.sexp, and restores) on ECL, which is installed
@@ -202,8 +218,12 @@ check-layers: deps
 	$(SBCL_RUN) --load tools/check-layers.lisp --eval '(binstore-layers:check-layers)'
 
 bench: bench-deps
+ifeq ($(or $(LISP),sbcl),sbcl)
 	$(SBCL_BENCH) --load tools/load.lisp \
 	  --eval '(binstore-tools:run-bench :datasets "$(DATASETS)" :modes "$(MODES)" :peers "$(PEERS)" :runs "$(RUNS)")'
+else
+	$(MAKE) bench-portable LISPS="$(LISP)"
+endif
 
 bench-memory: deps
 	$(SBCL_RUN) --load tools/load.lisp --eval '(binstore-tools:run-memory-bench)'

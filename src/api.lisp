@@ -243,12 +243,14 @@ is none, its message saying why it was needed: DIRECTION :STORE or
   (or *compression-hook*
       (error 'compression-unavailable
              :method method
-             :message (format nil "~:[storing with :compression ~(~s~)~;the record is ~
+             :message (format nil "~:[storing with :compression ~(~s~)~*~;the record is ~
                                    ~(~a~)-compressed (it begins with the frame magic ~a), and ~
                                    reading it~] needs the system binstore/compression, which is ~
-                                   not loaded: (asdf:load-system \"binstore/compression\")"
+                                   not loaded~:[, and runs on SBCL and ECL only~;: ~
+                                   (asdf:load-system \"binstore/compression\")~]"
                               (eq direction :restore) method
-                              (if (eq method :zstd) "28 B5 2F FD" "04 22 4D 18")))))
+                              (if (eq method :zstd) "28 B5 2F FD" "04 22 4D 18")
+                              +machine-addresses-p+))))
 
 (defun compression-method (compression)
   "The method (:ZSTD or :LZ4) and the property list of arguments of

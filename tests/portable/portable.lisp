@@ -688,6 +688,16 @@ traps)."
    (cons "files written on ECL" (other-lisp-files-check :ecl))
    (cons "files written on CLISP" (other-lisp-files-check :clisp))
    (cons "files written on ABCL" (other-lisp-files-check :abcl))
+   (cons "compression without its system"
+         ;; binstore/compression not loaded (nor loadable, on CLISP and
+         ;; ABCL, where it once stored zeros): a condition, never bytes
+         (lambda ()
+           (let ((condition (let ((binstore::*compression-hook* nil))
+                              (nth-value 1 (ignore-errors
+                                            (binstore:store nil *place-data* :compression :zstd))))))
+             (and (typep condition 'binstore:compression-unavailable)
+                  (search "binstore/compression" (princ-to-string condition))
+                  t))))
    (cons "a file that is not there"
          ;; FILE-ERROR with the system's text (strerror), which ECL's C once
          ;; called undeclared, cutting its pointer: a segmentation fault
