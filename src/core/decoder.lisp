@@ -10,13 +10,18 @@
 ;;; input can nest them without any container's contents, where NESTED
 ;;; checks the stack.  So the tags whose header or parts hold objects check
 ;;; it here; leaves (strings, numbers, raw vectors) need not.
-(defmacro stack-checked ((rs) &body body)
+(defmacro stack-checked ((rs &key (counted t)) &body body)
   "Run BODY, which reads objects inside the object being read, once the
-control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
+control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise).
+COUNTED NIL for a container, whose contents NESTED counts as a level of
+the recursion where the platform counts them (COUNTING-NESTING)."
   `(progn
      (when (stack-exhausted-p (rs-stack-limit ,rs))
        (restore-too-deep ,rs))
-     ,@body))
+     ,(if counted
+          `(counting-nesting ((restore-too-deep ,rs))
+             ,@body)
+          `(progn ,@body))))
 
 (defun read-tagged (rs tag)
   "Read the object whose TAG (a type tag) was just consumed."
@@ -28,9 +33,9 @@ control stack is known to have room (RESTORE-LIMIT-EXCEEDED otherwise)."
       ;; the commonest containers take a path of their own
       (#.+tag-list+ (read-proper-list rs))
       (#.+tag-simple-vector+ (read-simple-vector rs))
-      (#.+tag-instance+ (stack-checked (rs) (read-instance rs)))
+      (#.+tag-instance+ (stack-checked (rs :counted nil) (read-instance rs)))
       (#.(set-difference +container-tags+ (list +tag-list+ +tag-simple-vector+ +tag-instance+))
-       (stack-checked (rs) (read-container rs tag)))
+       (stack-checked (rs :counted nil) (read-container rs tag)))
       (#.+tag-uint8+ (read-fixed-integer ib +tag-uint8+))
       (#.+tag-negint8+ (read-fixed-integer ib +tag-negint8+))
       (#.+tag-int16+ (read-fixed-integer ib +tag-int16+))

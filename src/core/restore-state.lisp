@@ -423,5 +423,6 @@ depth is checked on entry, and BODY's values are returned."
     `(let ((,state ,rs))
        (incf (rs-depth ,state))
        (check-restore-depth ,state)
-       (multiple-value-prog1 (progn ,@body)
+       (multiple-value-prog1 (counting-nesting ((restore-too-deep ,state))
+                               ,@body)
          (decf (rs-depth ,state))))))

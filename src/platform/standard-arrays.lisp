@@ -22,3 +22,11 @@
 the stack (STACK-EXHAUSTED-P) before it overflows."
   (declare (ignore ibuf))
   `(progn ,@body))
+
+(defmacro counting-nesting ((on-too-deep) &body body)
+  "Run BODY, a reader one level deeper in the decoder's recursion: BODY
+itself, as the readers check the stack (STACK-EXHAUSTED-P) before it
+overflows; ON-TOO-DEEP is not evaluated.  (ABCL counts the levels instead:
+abcl/stack.lisp.)"
+  (declare (ignore on-too-deep))
+  `(progn ,@body))

@@ -33,3 +33,30 @@ IBUF's offset instead, from BODY's caller, the stack unwound."
            (error 'restore-limit-exceeded
                   :limit :nesting :value +max-physical-depth+ :offset (ibuf-offset ,ib)
                   :message "the input nests deeper than the JVM's stack allows (binstore itself never writes more than +max-physical-depth+ levels)"))))))
+
+;;; ABCL's own handling of a StackOverflowError is not reliable: at times
+;;; it fails inside (a ClassCastException in Lisp.stackError, which ends
+;;; the thread) instead of signalling.  So the decoder counts its levels
+;;; and refuses input before the JVM's stack can overflow: its default
+;;; stack held 2,000 levels of nested symbols' packages and overflowed
+;;; before 4,000 (measured 2026-11-27); data binstore writes nests at most
+;;; +MAX-PHYSICAL-DEPTH+ (1000) containers, each with a few levels of
+;;; headers inside.
+
+(defvar *nesting* 0
+  "How many levels of the decoder's recursion this thread is in.")
+
+(defconstant +nesting-limit+ 2000
+  "The levels of the decoder's recursion ABCL allows (a container's
+contents, a symbol's package, a ratio's parts ...): the 1000 containers
+of the deepest data binstore writes and their headers' objects, within
+what the JVM's stack holds.")
+
+(defmacro counting-nesting ((on-too-deep) &body body)
+  "Run BODY, a reader one level deeper in the decoder's recursion, unless
+that is more than +NESTING-LIMIT+ levels: then evaluate ON-TOO-DEEP, which
+signals."
+  `(let ((*nesting* (1+ *nesting*)))
+     (when (> *nesting* +nesting-limit+)
+       ,on-too-deep)
+     ,@body))
