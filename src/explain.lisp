@@ -191,10 +191,12 @@ as the parent of the lines BODY makes, one level deeper."
 
 ;;; Reading ------------------------------------------------------------------------
 
-(defun ex-check-stack (ex)
+(defun ex-check-stack (ex &optional deep)
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
-last +REFERENCE-STACK-MARGIN+ of the control stack."
-  (when (stack-exhausted-p (ex-stack-limit ex))
+last +REFERENCE-STACK-MARGIN+ of the control stack.  With DEEP, signal it
+whatever the stack: ABCL's count of levels (COUNTING-NESTING) is past
+its limit."
+  (when (or deep (stack-exhausted-p (ex-stack-limit ex)))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (ex-cursor ex))
            :message "the input nests deeper than EXPLAIN's stack allows")))
@@ -243,37 +245,38 @@ grammar's expressions: the number, character or string it is, an
 uninterned symbol named as the symbol it is printed, a FORMAT-DESCRIPTOR
 for a class descriptor, else a list (kind offset)."
   (ex-check-stack ex)
-  (let* ((cursor (ex-cursor ex))
-         (start (cursor-pos cursor))
-         (tag (cursor-u8 cursor))
-         (spec (and (< tag +first-small-ref-tag+) (tag-spec tag)))
-         (node (ex-new-node ex start prefix (if spec (string-downcase (tag-spec-name spec)) ""))))
-    (flet ((done (value label)
-             (when node
-               (setf (ex-node-label node) label)
-               (unless (ex-node-head-end node)
-                 (setf (ex-node-head-end node) (cursor-pos cursor))))
-             value))
-      (cond ((>= tag +first-small-int-tag+)
-             (let ((n (- tag +small-int-bias+)))
-               (done n (format nil "integer ~d" n))))
-            ((>= tag +first-small-ref-tag+)
-             (let ((id (- tag +first-small-ref-tag+)))
-               (unless (< id (length (ex-ids ex)))
-                 (cursor-invalid cursor (format nil "reference to id ~d, which is not defined yet" id)
-                                 "an id defined earlier" start))
-               (setf (ex-last-ref ex) id)
-               (done (third (aref (ex-ids ex) id))
-                     (format nil "→ #~d ~a" id (ex-id-text ex id)))))
-            ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
-             (done '(:unbound) "unbound-slot"))
-            ((or (null spec) (not (eq (tag-spec-role spec) :object)))
-             (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should start~@[ (~(~a~))~]"
-                                            tag (and spec (tag-spec-name spec)))
-                             "an object tag" start))
-            (t (multiple-value-bind (value label)
-                   (with-ex-parent (ex node) (ex-read-tagged ex spec start node))
-                 (done value label)))))))
+  (counting-nesting ((ex-check-stack ex t) :reference)
+    (let* ((cursor (ex-cursor ex))
+           (start (cursor-pos cursor))
+           (tag (cursor-u8 cursor))
+           (spec (and (< tag +first-small-ref-tag+) (tag-spec tag)))
+           (node (ex-new-node ex start prefix (if spec (string-downcase (tag-spec-name spec)) ""))))
+      (flet ((done (value label)
+               (when node
+                 (setf (ex-node-label node) label)
+                 (unless (ex-node-head-end node)
+                   (setf (ex-node-head-end node) (cursor-pos cursor))))
+               value))
+        (cond ((>= tag +first-small-int-tag+)
+               (let ((n (- tag +small-int-bias+)))
+                 (done n (format nil "integer ~d" n))))
+              ((>= tag +first-small-ref-tag+)
+               (let ((id (- tag +first-small-ref-tag+)))
+                 (unless (< id (length (ex-ids ex)))
+                   (cursor-invalid cursor (format nil "reference to id ~d, which is not defined yet" id)
+                                   "an id defined earlier" start))
+                 (setf (ex-last-ref ex) id)
+                 (done (third (aref (ex-ids ex) id))
+                       (format nil "→ #~d ~a" id (ex-id-text ex id)))))
+              ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
+               (done '(:unbound) "unbound-slot"))
+              ((or (null spec) (not (eq (tag-spec-role spec) :object)))
+               (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should start~@[ (~(~a~))~]"
+                                              tag (and spec (tag-spec-name spec)))
+                               "an object tag" start))
+              (t (multiple-value-bind (value label)
+                     (with-ex-parent (ex node) (ex-read-tagged ex spec start node))
+                   (done value label))))))))
 
 (defun ex-read-tagged (ex spec start node)
   "Read the object of SPEC whose tag was read at START, its lines under

@@ -120,10 +120,12 @@ for a specialized vector or an array, with its element type."
 
 ;;; Objects ------------------------------------------------------------------------
 
-(defun st-check-stack (st)
+(defun st-check-stack (st &optional deep)
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
-last +REFERENCE-STACK-MARGIN+ of the control stack."
-  (when (stack-exhausted-p (st-stack-limit st))
+last +REFERENCE-STACK-MARGIN+ of the control stack.  With DEEP, signal it
+whatever the stack: ABCL's count of levels (COUNTING-NESTING) is past
+its limit."
+  (when (or deep (stack-exhausted-p (st-stack-limit st)))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (st-cursor st))
            :message "the input nests deeper than FILE-STATISTICS's stack allows")))
@@ -153,29 +155,30 @@ the number, character or string it is, an uninterned symbol named as the
 symbol is printed, a FORMAT-DESCRIPTOR for a class descriptor, else a list
 \(kind offset)."
   (st-check-stack st)
-  (let* ((cursor (st-cursor st))
-         (start (cursor-pos cursor))
-         (tag (cursor-peek cursor))
-         (spec (and (< tag +first-small-ref-tag+) (tag-spec tag))))
-    (cond ((>= tag +first-small-int-tag+)
-           (with-st-account (st (st-nested-account st "small integer"))
-             (- (cursor-u8 cursor) +small-int-bias+)))
-          ((>= tag +first-small-ref-tag+)
-           (with-st-account (st (st-nested-account st "small ref"))
-             (st-id-value st (- (cursor-u8 cursor) +first-small-ref-tag+) start)))
-          ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
-           (with-st-account (st (st-nested-account st "unbound-slot"))
-             (cursor-u8 cursor)
-             '(:unbound)))
-          ((or (null spec) (not (eq (tag-spec-role spec) :object)))
-           (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should ~
-                                               start~@[ (~(~a~))~]"
-                                          tag (and spec (tag-spec-name spec)))
-                           "an object tag" start))
-          (t (let ((account (st-nested-account st (st-family-name spec '()))))
-               (with-st-account (st account)
-                 (cursor-u8 cursor)
-                 (st-read-tagged st spec start account)))))))
+  (counting-nesting ((st-check-stack st t) :reference)
+    (let* ((cursor (st-cursor st))
+           (start (cursor-pos cursor))
+           (tag (cursor-peek cursor))
+           (spec (and (< tag +first-small-ref-tag+) (tag-spec tag))))
+      (cond ((>= tag +first-small-int-tag+)
+             (with-st-account (st (st-nested-account st "small integer"))
+               (- (cursor-u8 cursor) +small-int-bias+)))
+            ((>= tag +first-small-ref-tag+)
+             (with-st-account (st (st-nested-account st "small ref"))
+               (st-id-value st (- (cursor-u8 cursor) +first-small-ref-tag+) start)))
+            ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
+             (with-st-account (st (st-nested-account st "unbound-slot"))
+               (cursor-u8 cursor)
+               '(:unbound)))
+            ((or (null spec) (not (eq (tag-spec-role spec) :object)))
+             (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should ~
+                                                 start~@[ (~(~a~))~]"
+                                            tag (and spec (tag-spec-name spec)))
+                             "an object tag" start))
+            (t (let ((account (st-nested-account st (st-family-name spec '()))))
+                 (with-st-account (st account)
+                   (cursor-u8 cursor)
+                   (st-read-tagged st spec start account))))))))
 
 (defun st-read-tagged (st spec start account)
   "Read the object of SPEC whose tag was read at START, in ACCOUNT; return its value."

@@ -487,11 +487,13 @@ SPEC's rule gives it in this record."
                      do (vector-push-extend c (rf-conses rf))))))
   object)
 
-(defun rf-check-stack (rf)
+(defun rf-check-stack (rf &optional deep)
   "Signal RESTORE-LIMIT-EXCEEDED (:nesting) rather than recurse into the
 last +REFERENCE-STACK-MARGIN+ of the control stack: the input nests deeper
-than this decoder can follow, and it must not crash."
-  (when (stack-exhausted-p (rf-stack-limit rf))
+than this decoder can follow, and it must not crash.  With DEEP, signal
+it whatever the stack: ABCL's count of levels (COUNTING-NESTING) is past
+its limit."
+  (when (or deep (stack-exhausted-p (rf-stack-limit rf)))
     (error 'restore-limit-exceeded
            :limit :nesting :value +max-physical-depth+ :offset (cursor-pos (rf-cursor rf))
            :message "the input nests deeper than the reference decoder's stack allows")))
@@ -515,22 +517,23 @@ allows.  RF-LEAVE comes back (an error ends the restore: no cleanup)."
   "Read one object.  With SLOT-VALUE-P (an instance's slot) the
 unbound-slot tag is read as *UNBOUND-SLOT-VALUE*."
   (rf-check-stack rf)
-  (let* ((cursor (rf-cursor rf))
-         (start (cursor-pos cursor))
-         (tag (cursor-u8 cursor)))
-    (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
-          ((>= tag +first-small-ref-tag+)
-           (rf-object-by-id rf (- tag +first-small-ref-tag+) start))
-          (t
-           (let ((spec (tag-spec tag)))
-             (cond ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
-                    *unbound-slot-value*)
-                   ((or (null spec) (not (eq (tag-spec-role spec) :object)))
-                    (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should ~
-                                                        start~@[ (~(~a~))~]"
-                                                   tag (and spec (tag-spec-name spec)))
-                                    "an object tag" start))
-                   (t (rf-read-tagged rf spec start))))))))
+  (counting-nesting ((rf-check-stack rf t) :reference)
+    (let* ((cursor (rf-cursor rf))
+           (start (cursor-pos cursor))
+           (tag (cursor-u8 cursor)))
+      (cond ((>= tag +first-small-int-tag+) (- tag +small-int-bias+))
+            ((>= tag +first-small-ref-tag+)
+             (rf-object-by-id rf (- tag +first-small-ref-tag+) start))
+            (t
+             (let ((spec (tag-spec tag)))
+               (cond ((and slot-value-p spec (eq (tag-spec-role spec) :slot))
+                      *unbound-slot-value*)
+                     ((or (null spec) (not (eq (tag-spec-role spec) :object)))
+                      (cursor-invalid cursor (format nil "tag #x~2,'0x where an object should ~
+                                                          start~@[ (~(~a~))~]"
+                                                     tag (and spec (tag-spec-name spec)))
+                                      "an object tag" start))
+                     (t (rf-read-tagged rf spec start)))))))))
 
 (defun rf-object-by-id (rf id start)
   "The object with ID, named by the reference at START, which becomes the

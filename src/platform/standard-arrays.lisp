@@ -23,10 +23,11 @@ the stack (STACK-EXHAUSTED-P) before it overflows."
   (declare (ignore ibuf))
   `(progn ,@body))
 
-(defmacro counting-nesting ((on-too-deep) &body body)
-  "Run BODY, a reader one level deeper in the decoder's recursion: BODY
-itself, as the readers check the stack (STACK-EXHAUSTED-P) before it
-overflows; ON-TOO-DEEP is not evaluated.  (ABCL counts the levels instead:
+(defmacro counting-nesting ((on-too-deep &optional (decoder :restore)) &body body)
+  "Run BODY, a reader one level deeper in a decoder's recursion (DECODER
+:RESTORE, or :REFERENCE for the reference decoders): BODY itself, as the
+readers check the stack (STACK-EXHAUSTED-P) before it overflows;
+ON-TOO-DEEP is not evaluated.  (ABCL counts the levels instead:
 abcl/stack.lisp.)"
-  (declare (ignore on-too-deep))
+  (declare (ignore on-too-deep decoder))
   `(progn ,@body))

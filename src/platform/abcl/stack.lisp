@@ -47,16 +47,26 @@ IBUF's offset instead, from BODY's caller, the stack unwound."
   "How many levels of the decoder's recursion this thread is in.")
 
 (defconstant +nesting-limit+ 2000
-  "The levels of the decoder's recursion ABCL allows (a container's
-contents, a symbol's package, a ratio's parts ...): the 1000 containers
-of the deepest data binstore writes and their headers' objects, within
-what the JVM's stack holds.")
+  "The levels of RESTORE's recursion ABCL allows (a container's contents, a
+symbol's package, a ratio's parts ...): the 1000 containers of the
+deepest data binstore writes and their headers' objects, within what the
+JVM's stack holds.")
 
-(defmacro counting-nesting ((on-too-deep) &body body)
-  "Run BODY, a reader one level deeper in the decoder's recursion, unless
-that is more than +NESTING-LIMIT+ levels: then evaluate ON-TOO-DEEP, which
-signals."
+(defconstant +reference-nesting-limit+ 500
+  "The levels of the reference decoders' recursion (EXPLAIN,
+FILE-STATISTICS, the reference decoder) ABCL allows: each level takes more
+of the JVM's stack than RESTORE's, which overflowed between 600 and 900
+levels of nested packages (measured 2026-11-27).  Deeper data is refused
+by them (RESTORE-LIMIT-EXCEEDED), never a crash.")
+
+(defmacro counting-nesting ((on-too-deep &optional (decoder :restore)) &body body)
+  "Run BODY, a reader one level deeper in a decoder's recursion, unless
+that is more levels than DECODER (:RESTORE, or :REFERENCE for the
+reference decoders) allows, +NESTING-LIMIT+ or +REFERENCE-NESTING-LIMIT+:
+then evaluate ON-TOO-DEEP, which signals."
   `(let ((*nesting* (1+ *nesting*)))
-     (when (> *nesting* +nesting-limit+)
+     (when (> *nesting* ,(ecase decoder
+                          (:restore '+nesting-limit+)
+                          (:reference '+reference-nesting-limit+)))
        ,on-too-deep)
      ,@body))
