@@ -532,6 +532,12 @@ classes and nothing else: then that method's work can be done directly."
          (equal (compute-applicable-methods #'allocate-instance (list class))
                 (list (find-method #'allocate-instance '() (list standard-class) nil))))))
 
+(defun lisp-own-slots (class)
+  "The slot definitions of CLASS that LISP-OWN-SLOT-P names: the slots an
+instance restored sets from their initforms (none but on ECL)."
+  (ensure-class-finalized class)
+  (remove-if-not #'lisp-own-slot-p (class-slots class)))
+
 (defun instance-allocator (class)
   "A function of no arguments returning a fresh instance of CLASS whose
 slots are then all set.  Copying a template is the fastest way to make a

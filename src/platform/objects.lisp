@@ -177,12 +177,6 @@ stored, set from its initform when an instance is restored.  SBCL has none."
   (declare (ignore slotd))
   nil)
 
-(declaim (inline lisp-own-slots))
-(defun lisp-own-slots (class)
-  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true."
-  (declare (ignore class))
-  nil)
-
 (defun slot-definition-location (slotd)
   "The index of SLOTD's value in an instance's slot vector when it is an
 instance slot of a standard class, otherwise something else."

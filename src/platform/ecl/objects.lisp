@@ -345,11 +345,6 @@ stored, set from its initform when an instance is restored.  On ECL, a
 condition's SI:REPORT-FUNCTION (its class's report, a function)."
   (eq (clos:slot-definition-name slotd) 'si::report-function))
 
-(defun lisp-own-slots (class)
-  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true."
-  (and (subtypep class 'condition)
-       (remove-if-not #'lisp-own-slot-p
-                      (clos:class-slots (ensure-class-finalized class)))))
 (defun slot-definition-location (slotd) (clos:slot-definition-location slotd))
 
 (defun method-specializers (method)

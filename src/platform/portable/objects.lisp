@@ -15,11 +15,6 @@ none on CLISP and ABCL."
   (declare (ignore slotd))
   nil)
 
-(defun lisp-own-slots (class)
-  "The slot definitions of CLASS for which LISP-OWN-SLOT-P is true: none."
-  (declare (ignore class))
-  nil)
-
 (declaim (inline float-complex))
 (defun float-complex (realpart imagpart)
   "The complex whose parts are the floats REALPART and IMAGPART, both
