@@ -375,8 +375,14 @@ passed and failed."
 ;;; (the platform's system calls), streams, vectors with fill pointers,
 ;;; record streams, EXPLAIN, and the persistent store (locks, fsync, rename).
 
+(defvar *temporary-file-state* (make-random-state t)
+  "A random state of its own, seeded from the clock: every Lisp starts its
+default one alike, and two runs side by side once took the same names.")
+
 (defun temporary-file (name)
-  (merge-pathnames (format nil "binstore-portable-~a-~a" name (random 1000000))
+  "A file name in /tmp for the check NAME, of this process (its id) alone."
+  (merge-pathnames (format nil "binstore-portable-~a-~a-~a" name (binstore::process-id)
+                           (random 1000000 *temporary-file-state*))
                    #p"/tmp/"))
 
 (defparameter *place-data*
