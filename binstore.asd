@@ -284,7 +284,7 @@ build/binstore, with binstore/compression when that loads."
 every file but those testing SBCL by nature (marked :if-feature :sbcl below
 and listed in README.md)."
   :around-compile call-with-quiet-binstore-compilation
-  :depends-on ("binstore" "binstore/compression" "fiveam"
+  :depends-on ("binstore" (:feature (:or :sbcl :ecl) "binstore/compression") "fiveam"
                (:feature :sbcl "binstore/fuzz") (:feature :sbcl "binstore/cli"))
   :pathname "tests"
   :components ((:file "package")
@@ -314,7 +314,9 @@ and listed in README.md)."
                (:file "readme" :depends-on ("platform"))
                (:file "sinks" :depends-on ("compare"))
                (:file "extensions" :depends-on ("compare"))
-               (:file "compression" :depends-on ("compare" "generator" "places"))
+               ;; binstore/compression loads on SBCL and ECL only
+               (:file "compression" :depends-on ("compare" "generator" "places")
+                :if-feature (:or :sbcl :ecl))
                ;; the command-line tool is an SBCL executable
                (:file "cli" :depends-on ("package" "places" "grammar") :if-feature :sbcl)
                (:file "utf8" :depends-on ("package" "places") :if-feature :sbcl)

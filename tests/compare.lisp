@@ -15,11 +15,12 @@
   (conses nil)
   (entries t)                           ; NIL: hash-table entries are not compared
   ;; The correspondence between the two data: object of A -> object of B, and back.
-  (forward (make-hash-table :test 'eq))
-  (backward (make-hash-table :test 'eq))
+  ;; Keyed by IDENTITY-KEY (tests/platform.lisp), as VISITED is.
+  (forward (make-identity-table))
+  (backward (make-identity-table))
   ;; Objects outside the correspondence: A object -> list of B objects it was
   ;; already compared with, so shared or circular parts are walked once.
-  (visited (make-hash-table :test 'eq))
+  (visited (make-identity-table))
   ;; Pending pairs: A object, B object, path, pushed as three elements.
   (stack (make-array 48 :adjustable t :fill-pointer 0))
   ;; Hash-table entries whose key could not be matched yet (see MATCH-ENTRIES).
@@ -99,27 +100,27 @@ value everywhere, so that the bytes do not depend on a Lisp's fixnum width
   "Record that A corresponds to B.  Return true when the pair was already
 known (its contents are being or have been compared).  Signal a difference
 when A was paired with another object, or (with REVERSE) B with another A."
-  (let ((seen (gethash a (comparison-forward cmp) cmp)))
+  (let ((seen (gethash (identity-key a) (comparison-forward cmp) cmp)))
     (cond ((eq seen b) t)
           ((not (eq seen cmp))
            (differ path "identity broken: ~a already corresponds to another object ~a, not ~a"
                    a seen b))
           (t
            (when reverse
-             (let ((back (gethash b (comparison-backward cmp) cmp)))
+             (let ((back (gethash (identity-key b) (comparison-backward cmp) cmp)))
                (unless (eq back cmp)
                  (differ path "identity broken: ~a corresponds to two objects, ~a and ~a"
                          b back a)))
-             (setf (gethash b (comparison-backward cmp)) a))
-           (setf (gethash a (comparison-forward cmp)) b)
+             (setf (gethash (identity-key b) (comparison-backward cmp)) a))
+           (setf (gethash (identity-key a) (comparison-forward cmp)) b)
            nil))))
 
 (defun note-visit (cmp a b)
   "Outside the correspondence: true when A and B were already compared."
-  (let ((seen (gethash a (comparison-visited cmp))))
+  (let ((seen (gethash (identity-key a) (comparison-visited cmp))))
     (if (member b seen :test #'eq)
         t
-        (progn (push b (gethash a (comparison-visited cmp)))
+        (progn (push b (gethash (identity-key a) (comparison-visited cmp)))
                nil))))
 
 (defun already-compared-p (cmp a b path)
@@ -307,7 +308,7 @@ Class slots are the same storage in A and B, so there is nothing to compare."
 
 (defun counterpart-key (cmp job key)
   "The key of B that corresponds to KEY of A, and whether one was found."
-  (multiple-value-bind (mapped known) (gethash key (comparison-forward cmp))
+  (multiple-value-bind (mapped known) (gethash (identity-key key) (comparison-forward cmp))
     (if known
         (values mapped t)
         (gethash key (entry-job-key-of-b job)))))
@@ -346,7 +347,7 @@ when at least one was paired."
              (maphash (lambda (key-b value)
                         (when (and (not (gethash key-b (entry-job-claimed job)))
                                    (not (and identity
-                                             (nth-value 1 (gethash key-b (comparison-backward cmp)))))
+                                             (nth-value 1 (gethash (identity-key key-b) (comparison-backward cmp)))))
                                    (structurally-equal-p key key-b)
                                    ;; Keys alike (two uninterned symbols of one
                                    ;; name, say): the values tell them apart.
@@ -416,7 +417,7 @@ to one.  On a difference, return NIL and a message saying where."
 
 (defun filled-table (entries &rest options)
   "A hash table made with OPTIONS (as for MAKE-HASH-TABLE) holding ENTRIES, a plist."
-  (let ((table (apply #'make-hash-table options)))
+  (let ((table (apply #'make-test-hash-table options)))
     (loop for (key value) on entries by #'cddr
           do (setf (gethash key table) value))
     table))
@@ -433,10 +434,12 @@ to one.  On a difference, return NIL and a message saying where."
 
 (test comparator-sees-value-differences
   (is (differ-p "abc" "abd"))
-  (is (differ-p "abc" (coerce "abc" 'simple-base-string)))
+  (when (specialized-here-p 'base-char)
+    (is (differ-p "abc" (coerce "abc" 'simple-base-string))))
   (is (differ-p 0.0 -0.0))
   (is (differ-p 1d0 1f0))
-  (is (differ-p (make-double-float #x7FF80000 0) (make-double-float #x7FF80000 1)))
+  (when *nan-payloads-kept-p*
+    (is (differ-p (make-double-float #x7FF80000 0) (make-double-float #x7FF80000 1))))
   (is (differ-p (list 1 2) (list 1 2 3)))
   (is (differ-p (list 1 2) (list* 1 2 3)))
   (is (differ-p (make-symbol "A") (make-symbol "B")))
@@ -448,7 +451,8 @@ to one.  On a difference, return NIL and a message saying where."
   (is (differ-p (make-array 3 :fill-pointer 1 :initial-contents '(1 2 3))
                 (make-array 3 :fill-pointer 1 :initial-contents '(1 2 4))))
   (is (differ-p (make-array 2 :adjustable t :initial-element 0) (make-array 2 :initial-element 0)))
-  (is (differ-p (make-array 2 :element-type 'fixnum :initial-element 0) (make-array 2 :initial-element 0)))
+  (when (specialized-here-p 'fixnum)
+    (is (differ-p (make-array 2 :element-type 'fixnum :initial-element 0) (make-array 2 :initial-element 0))))
   (let ((x (make-hash-table)) (y (make-hash-table)))
     (setf (gethash 1 x) 2 (gethash 1 y) 3)
     (is (differ-p x y)))

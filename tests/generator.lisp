@@ -313,7 +313,7 @@ EQUALP keys are acyclic and free of floats, which EQUALP compares with =."
 (defun random-hash-table (g)
   (let* ((test (pick g '(eq eql equal equalp)))
          (weakness (and (chance g 0.15) (pick g '(:key :value :key-and-value :key-or-value))))
-         (table (make-hash-table :test test
+         (table (make-test-hash-table :test test
                                  :size (pick g '(7 1 20 100))
                                  :rehash-size (pick g '(1.5 2.0 1.2 10))
                                  :rehash-threshold (pick g '(1.0 0.5 0.75))

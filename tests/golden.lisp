@@ -20,6 +20,7 @@ the bytes of the object itself, which these tests spell out."
           'list))
 
 (defparameter *golden*
+  ;; (value bytes [element type this Lisp must specialize, see above])
   `((0 (#x70))
     (-1 (#x6F))
     (-16 (#x60))
@@ -38,7 +39,7 @@ the bytes of the object itself, which these tests spell out."
     (#c(1 2) (#x10 #x71 #x72))
     (#c(1d0 -2d0) (#x0F 0 0 0 0 0 0 #xF0 #x3F 0 0 0 0 0 0 0 #xC0))
     (#\a (#x11 #x61))
-    (#\GREEK_SMALL_LETTER_ALPHA (#x11 #xB1 #x07))
+    (,(code-char #x3B1) (#x11 #xB1 #x07))
     (nil (#x00))
     (t (#x01))
     ((1 2) (#x02 #x02 #x71 #x72))
@@ -52,19 +53,23 @@ the bytes of the object itself, which these tests spell out."
     (#(1 #(2)) (#x14 #x02 #x71 #x14 #x01 #x72))
     (,(make-array 10 :element-type 'bit :initial-element 1) (#x15 #x01 #x0A #xFF #x03))
     (,(make-array 2 :element-type '(signed-byte 16) :initial-element -2)
-     (#x15 #x0E #x02 #xFE #xFF #xFE #xFF))
+     (#x15 #x0E #x02 #xFE #xFF #xFE #xFF)
+     (signed-byte 16))
     (,(make-array 3 :element-type '(unsigned-byte 8) :initial-contents '(1 2 255))
      (#x2A #x03 #x01 #x02 #xFF))
     (,(make-array 1 :element-type 'double-float :initial-element 1.5d0)
-     (#x2B #x01 0 0 0 0 0 0 #xF8 #x3F))
+     (#x2B #x01 0 0 0 0 0 0 #xF8 #x3F)
+     double-float)
     (,(make-array '(2 2) :element-type '(unsigned-byte 8) :initial-element 9)
      (#x16 #x00 #x05 #x02 #x02 #x02 9 9 9 9))
     (,(make-array 3 :element-type 'base-char :initial-element #\x :fill-pointer 1)
-     (#x16 #x03 #x17 #x01 #x03 #x01 #x78 #x78 #x78))))
+     (#x16 #x03 #x17 #x01 #x03 #x01 #x78 #x78 #x78)
+     base-char)))
 
 (test (golden-bytes :fixture headerless)
   "Each value encodes to exactly the documented bytes, and decodes back."
-  (loop for (value bytes) in *golden*
+  (loop for (value bytes needs) in *golden*
+        when (or (null needs) (specialized-here-p needs))
         do (is (equal bytes (stored-octets value))
                "~s encodes to ~s, not ~s" value (stored-octets value) bytes)
            (is (equalp value (binstore:restore (apply #'octets bytes))))))

@@ -425,7 +425,8 @@ and between other elements: each restores EQ to the object it names."
           (is (loop for i below 40 always (eq (nth i doubles) (nth (- 39 i) reversed))))
           (is (loop for i below 2000
                     for x in mixed
-                    always (and (eq x (aref mixed-vector i))
+                    ;; EQL: a fixnum is not EQ to itself on every Lisp (ABCL)
+                    always (and (eql x (aref mixed-vector i))
                                 (if (zerop (mod i 3))
                                     (eql x i)
                                     (eq x (nth (mod (* 7 i) 300) twice)))))))))))

@@ -1,18 +1,21 @@
 ;;;; Test package and the root suite every test file hangs its suite under.
 
+;; ABCL's Gray streams are a module of its own, loaded on request
+#+abcl (eval-when (:compile-toplevel :load-toplevel :execute) (require :gray-streams))
+
 (defpackage #:binstore-tests
   (:use #:common-lisp #:fiveam)
   ;; Gray streams: the tests' octet streams (places.lisp) and the streams that
   ;; watch a store's writes
-  (:import-from #+sbcl #:sb-gray #-sbcl #:gray
+  (:import-from #+sbcl #:sb-gray #+ecl #:gray #+abcl #:gray-streams
                 #:fundamental-binary-input-stream #:fundamental-binary-output-stream
                 #:stream-read-byte #:stream-read-sequence
                 #:stream-write-byte #:stream-write-sequence)
   ;; ECL's Gray streams answer the element type through a generic function
   ;; of their own; SBCL's CL:STREAM-ELEMENT-TYPE is generic already
   #+ecl (:shadowing-import-from #:gray #:stream-element-type)
-  ;; ECL: TEST compiles its body with the file (tests/platform.lisp)
-  #+ecl (:shadow #:test)
+  ;; ECL, ABCL: TEST compiles its body with the file (tests/platform.lisp)
+  #-sbcl (:shadow #:test)
   (:export #:run-all #:run-all-and-exit #:run-from-asdf #:tests-failed #:all))
 
 (in-package #:binstore-tests)

@@ -1,18 +1,19 @@
 ;;;; The tests' own platform seam: the few things the suite asks of the Lisp
 ;;;; it runs on (float bits, seeded random states, a wall-clock guard against
-;;;; hangs, bytes allocated, threads, slots, exiting) named once, for SBCL and
-;;;; ECL.  The test files call these and name no SB- or ECL symbol, except in
-;;;; tests of SBCL by nature, which binstore.asd loads on SBCL only (see the
-;;;; README's list of what the suite skips on ECL).
+;;;; hangs, bytes allocated, threads, slots, exiting) named once, for SBCL,
+;;;; ECL and ABCL.  The test files call these and name no Lisp's own symbol,
+;;;; except in tests of SBCL by nature, which binstore.asd loads on SBCL only
+;;;; (see the README's list of what the suite skips on other Lisps).
 
 (in-package #:binstore-tests)
 
 ;;; Tests.  FiveAM registers a test by EVAL of a lambda of its body: SBCL
 ;;; compiles what it evaluates, ECL runs it in its bytecode interpreter,
 ;;; which cannot run binstore's inline C (FFI:C-INLINE, in the expansions
-;;; of its memory and slot accessors) and runs everything else slowly.
+;;; of its memory and slot accessors) and runs everything else slowly, and
+;;; ABCL in its interpreter, a hundred times slower than its compiled code.
 
-#+ecl
+#-sbcl
 (defmacro test (name &body body)
   "FiveAM's TEST, with the test's body compiled with the file it is in:
 NAME is a symbol or (NAME &key FIXTURE SUITE ...), BODY a docstring,
@@ -40,21 +41,23 @@ declarations and forms, as for FIVEAM:TEST."
   #+sbcl (ldb (byte 64 0) (sb-kernel:double-float-bits x))
   #+ecl (ffi:c-inline (x) (:double) :uint64-t
                       "({ double d_ = #0; uint64_t b_; __builtin_memcpy(&b_, &d_, 8); b_; })"
-                      :one-liner t :side-effects nil))
+                      :one-liner t :side-effects nil)
+  #+abcl (binstore::double-float-bits x))
 
 (defun single-float-bits (x)
   "The IEEE 754 encoding of the single float X, an (unsigned-byte 32)."
   #+sbcl (ldb (byte 32 0) (sb-kernel:single-float-bits x))
   #+ecl (ffi:c-inline (x) (:float) :uint32-t
                       "({ float f_ = #0; uint32_t b_; __builtin_memcpy(&b_, &f_, 4); b_; })"
-                      :one-liner t :side-effects nil))
+                      :one-liner t :side-effects nil)
+  #+abcl (binstore::single-float-bits x))
 
 (defun float-element-bits (array index)
   "The encoding of the element at row-major INDEX of ARRAY, a (possibly
 displaced or multidimensional) array of element type DOUBLE-FLOAT or
 SINGLE-FLOAT, read without making the float: ECL traps when it boxes a
 signalling NaN."
-  #+sbcl (let ((x (row-major-aref array index)))
+  #+(or sbcl abcl) (let ((x (row-major-aref array index)))
            (etypecase x
              (double-float (double-float-bits x))
              (single-float (single-float-bits x))))
@@ -80,18 +83,36 @@ whose lower 32 bits are LOW, an (unsigned-byte 32)."
   "The single float whose encoding is BITS, a (signed-byte 32)."
   (binstore::single-float-from-bits bits))
 
+(defparameter *nan-payloads-kept-p*
+  (/= (double-float-bits (make-double-float #x7FF80000 0))
+      (double-float-bits (make-double-float #x7FF80000 1)))
+  "True when this Lisp keeps a NaN's payload: ABCL's floats read a NaN's bits
+as the JVM's one quiet NaN.")
+
+;;; Specialized arrays.
+
+(defun specialized-here-p (element-type)
+  "True when this Lisp keeps arrays of ELEMENT-TYPE apart from T arrays
+\(and, for BASE-CHAR, base strings apart from character strings), as SBCL
+does: where it does not (ABCL's double-float arrays are T arrays, all its
+strings are base strings), the same forms make other data, with other bytes
+\(doc/FORMAT.md, Across Lisps)."
+  (if (eq element-type 'base-char)
+      (not (subtypep 'character 'base-char))
+      (not (eq (upgraded-array-element-type element-type) t))))
+
 (defconstant +double-positive-infinity+
   #+sbcl sb-ext:double-float-positive-infinity
-  #+ecl ext:double-float-positive-infinity)
+  #+(or ecl abcl) ext:double-float-positive-infinity)
 (defconstant +double-negative-infinity+
   #+sbcl sb-ext:double-float-negative-infinity
-  #+ecl ext:double-float-negative-infinity)
+  #+(or ecl abcl) ext:double-float-negative-infinity)
 (defconstant +single-positive-infinity+
   #+sbcl sb-ext:single-float-positive-infinity
-  #+ecl ext:single-float-positive-infinity)
+  #+(or ecl abcl) ext:single-float-positive-infinity)
 (defconstant +single-negative-infinity+
   #+sbcl sb-ext:single-float-negative-infinity
-  #+ecl ext:single-float-negative-infinity)
+  #+(or ecl abcl) ext:single-float-negative-infinity)
 
 (defun signed-32 (bits)
   "The (unsigned-byte 32) BITS read as a (signed-byte 32)."
@@ -128,22 +149,33 @@ each use, so the data would hold equal numbers, not one number twice
   x)
 
 ;;; Random states.  The same seed gives the same sequence on one Lisp;
-;;; SBCL's and ECL's generators differ, so a seed names a different datum
-;;; on each.
+;;; the Lisps' generators differ, so a seed names a different datum on each.
 
 (defun seeded-random-state (seed)
   "A fresh random state determined by the integer SEED."
   #+sbcl (sb-ext:seed-random-state seed)
-  #+ecl (make-random-state seed))
+  #+ecl (make-random-state seed)
+  ;; ABCL's random state wraps a java.util.Random, which it offers no way
+  ;; to seed: the field is set through Java's reflection
+  #+abcl (let ((state (make-random-state nil))
+               (field (java:jcall "getDeclaredField"
+                                  (java:jclass "org.armedbear.lisp.RandomState") "random")))
+           (java:jcall "setAccessible" field java:+true+)
+           (java:jcall "setSeed" (java:jcall "get" field state)
+                       (ldb (byte 63 0) (sxhash seed)))
+           state))
 
 ;;; Bytes allocated: what a test may bound where a time would depend on the
 ;;; machine.  (ECL's figure comes from its collector and counts whole
-;;; allocation granules, so bounds are checked with the same margins.)
+;;; allocation granules, so bounds are checked with the same margins; ABCL's
+;;; is the JVM's count for the calling thread.)
 
 (defun bytes-consed ()
-  "Bytes allocated by this process so far."
+  "Bytes allocated by this process (on ABCL, this thread) so far."
   #+sbcl (sb-ext:get-bytes-consed)
-  #+ecl (progn (si:gc-stats t) (values (si:gc-stats t))))
+  #+ecl (progn (si:gc-stats t) (values (si:gc-stats t)))
+  #+abcl (java:jcall "getCurrentThreadAllocatedBytes"
+                     (java:jstatic "getThreadMXBean" "java.lang.management.ManagementFactory")))
 
 ;;; A guard against hangs: a wall-clock limit no passing test comes near.
 
@@ -171,47 +203,85 @@ after SECONDS.  Return THUNK's values."
                                           (error 'test-timeout :seconds seconds)))))))))
           (unwind-protect (funcall thunk)
             (setf done t)
-            (mp:process-join watchdog))))
+            (mp:process-join watchdog)))
+  #+abcl (let* ((caller (threads:current-thread))
+                (done nil)
+                (watchdog (threads:make-thread
+                           (lambda ()
+                             (loop repeat (* 10 seconds)
+                                   until done do (sleep 1/10))
+                             (unless done
+                               (threads:interrupt-thread
+                                caller (lambda ()
+                                         (unless done
+                                           (error 'test-timeout :seconds seconds))))))
+                           :name "binstore test watchdog")))
+           (unwind-protect (funcall thunk)
+             (setf done t)
+             (threads:thread-join watchdog))))
 
 (defmacro with-timeout ((seconds) &body body)
   "Evaluate BODY under CALL-WITH-TIMEOUT."
   `(call-with-timeout ,seconds (lambda () ,@body)))
+
+;;; Identity tables: an object's identity as a hash key.  ABCL hashes an
+;;; EQ table's keys by SXHASH, which follows a cons's or a string's
+;;; contents, so equal conses share a bucket and a walk of a long list of
+;;; them takes quadratic time; there the key is binstore's number for the
+;;; object (BINSTORE::OBJECT-ADDRESS), by the JVM's identity hash.
+
+(defun make-identity-table ()
+  "A hash table for keys made by IDENTITY-KEY."
+  #-abcl (make-hash-table :test 'eq)
+  #+abcl (make-hash-table :test 'eql))
+
+(declaim (inline identity-key))
+(defun identity-key (object)
+  "A key that names OBJECT's identity in a MAKE-IDENTITY-TABLE table."
+  #-abcl object
+  #+abcl (binstore::object-address object))
 
 ;;; Collections.
 
 (defun gc (&key full)
   "Collect garbage now: every generation when FULL."
   #+sbcl (sb-ext:gc :full full)
-  #+ecl (ext:gc full))
+  #+ecl (ext:gc full)
+  #+abcl (progn full (ext:gc)))
 
 ;;; Threads and locks.
 
 (defun make-test-thread (function &key name)
   "Start a thread calling FUNCTION; JOIN-TEST-THREAD returns its value."
   #+sbcl (sb-thread:make-thread function :name name)
-  #+ecl (mp:process-run-function (or name "binstore test") function))
+  #+ecl (mp:process-run-function (or name "binstore test") function)
+  #+abcl (threads:make-thread function :name (or name "binstore test")))
 
 (defun join-test-thread (thread)
   "Wait for THREAD and return the value its function returned."
   #+sbcl (sb-thread:join-thread thread)
-  #+ecl (values (mp:process-join thread)))
+  #+ecl (values (mp:process-join thread))
+  #+abcl (values (threads:thread-join thread)))
 
 (defun make-test-lock ()
   "A fresh lock for WITH-TEST-LOCK."
   #+sbcl (sb-thread:make-mutex)
-  #+ecl (mp:make-lock))
+  #+ecl (mp:make-lock)
+  #+abcl (threads:make-mutex))
 
 (defmacro with-test-lock ((lock) &body body)
   "Evaluate BODY holding LOCK."
   #+sbcl `(sb-thread:with-mutex (,lock) ,@body)
-  #+ecl `(mp:with-lock (,lock) ,@body))
+  #+ecl `(mp:with-lock (,lock) ,@body)
+  #+abcl `(threads:with-mutex (,lock) ,@body))
 
 ;;; Classes and structures.
 
 (defun class-finalized-p (class)
   "True when CLASS is finalized (its slots and precedence list computed)."
   #+sbcl (sb-mop:class-finalized-p class)
-  #+ecl (clos:class-finalized-p class))
+  #+ecl (clos:class-finalized-p class)
+  #+abcl (mop:class-finalized-p class))
 
 (defun slot-names (object)
   "The names of every slot of OBJECT's class, shared ones included."
@@ -234,8 +304,15 @@ holds an unboxed number (a fresh box on each read; SBCL only)."
                            (sb-kernel:find-defstruct-description (type-of structure)))
                collect (cons (sb-kernel:dsd-name dsd)
                              (not (eq (sb-kernel:dsd-raw-type dsd) t))))
-  #+ecl (loop for slotd in (binstore::class-slots (class-of structure))
+  #-sbcl (loop for slotd in (binstore::class-slots (class-of structure))
               collect (cons (binstore::slot-definition-name slotd) nil)))
+
+(defun make-test-hash-table (&rest options)
+  "MAKE-HASH-TABLE of OPTIONS, which may ask for :WEAKNESS and
+:SYNCHRONIZED on any Lisp: ABCL's takes no :SYNCHRONIZED (and makes no table
+synchronized), which is left out there as binstore leaves it out."
+  #-abcl (apply #'make-hash-table options)
+  #+abcl (apply #'binstore::make-hash-table-as-stored options))
 
 (defun hash-table-weakness (table)
   "TABLE's weakness (NIL, :KEY, :VALUE, :KEY-AND-VALUE or :KEY-OR-VALUE)."
@@ -244,11 +321,13 @@ holds an unboxed number (a fresh box on each read; SBCL only)."
 (defun hash-table-synchronized-p (table)
   "True when TABLE is safe to use from several threads at once."
   #+sbcl (sb-ext:hash-table-synchronized-p table)
-  #+ecl (ext:hash-table-synchronized-p table))
+  #+ecl (ext:hash-table-synchronized-p table)
+  #+abcl (binstore::hash-table-synchronized-p table))
 
 ;;; The process.
 
 (defun exit-process (code)
   "End this process with status CODE, after unwinding and flushing."
   #+sbcl (sb-ext:exit :code code :abort nil)
-  #+ecl (ext:quit code))
+  #+ecl (ext:quit code)
+  #+abcl (ext:quit :status code))

@@ -92,7 +92,7 @@
 identity and accept anything.  The other tests hash contents, and some keys
 cannot be hashed (SBCL's EQUALP hash rejects a NaN; a custom test runs user
 code that may reject a key it never expected): that is invalid input."
-  (if (member (format-hash-table-test h) '(eq eql))
+  (if (identity-hashed-table-p h)
       (loop for (key value) on pairs by #'cddr
             do (setf (gethash key h) value))
       (let ((key nil))
@@ -108,10 +108,11 @@ code that may reject a key it never expected): that is invalid input."
 
 (defun fill-hash-table (rs h count)
   "Read COUNT pairs into H.  EQ and EQL tables hash on identity and take the
-pairs at once.  Other tests hash on contents: if some container of this
-record still awaits its FILL, a key may be incomplete, so the pairs are
-inserted only when the record is complete (INSERT-POSTPONED-PAIRS)."
-  (if (member (format-hash-table-test h) '(eq eql))
+pairs at once (IDENTITY-HASHED-TABLE-P: not on ABCL).  Other tests hash on
+contents: if some container of this record still awaits its FILL, a key may
+be incomplete, so the pairs are inserted only when the record is complete
+\(INSERT-POSTPONED-PAIRS)."
+  (if (identity-hashed-table-p h)
       (dotimes (i count h)
         (let ((key (read-object rs)))
           (setf (gethash key h) (read-object rs))))

@@ -311,7 +311,9 @@ resources of the running image."
          (when (storable-instance-p x)
            (dolist (slotd (class-slots (class-of x)))
              (let ((name (slot-definition-name slotd)))
-               (when (slot-boundp x name)
+               ;; a structure's slots are always bound (and ABCL's
+               ;; SLOT-BOUNDP fails on them)
+               (when (or (typep x 'structure-object) (slot-boundp x name))
                  (add (slot-value x name) (list :slot name)))))))))
     (nreverse children)))
 

@@ -932,7 +932,7 @@ until no container of the record awaits its FILL: a key may be incomplete
 until then (see RF-INSERT-POSTPONED)."
   (let* ((spec (tag-spec-named :hash-table))
          (pairs (field (read-parts (rf-walker rf) (tag-spec-contents spec) fields) 'pairs)))
-    (if (and (not (member (format-hash-table-test table) '(eq eql)))
+    (if (and (not (identity-hashed-table-p table))
              (plusp (hash-table-count (rf-pending rf))))
         (push (cons table pairs) (rf-postponed rf))
         (insert-reference-pairs rf table pairs))))

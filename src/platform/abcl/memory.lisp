@@ -12,10 +12,15 @@
 ;;; New arrays.  SBCL makes the elements of an array made without initial
 ;;; contents zero (0, 0.0, #\Nul), and binstore relies on it (fixnum and
 ;;; double vectors, which are T vectors on ABCL, start 0); ABCL fills T
-;;; arrays with NIL.  The package shadows MAKE-ARRAY on ABCL with this one.
+;;; arrays with NIL, and so it fills the arrays it keeps as T arrays whatever
+;;; their element type: bits and characters in two dimensions, octets in
+;;; none, and bit vectors asked for with :ADJUSTABLE or :FILL-POINTER and
+;;; dimensions given as a list.  Only simple vectors made with an integer
+;;; length are left to ABCL.  The package shadows MAKE-ARRAY on ABCL with
+;;; this one.
 
 (defun zeroed-by-abcl-p (element-type)
-  "True when ABCL fills a new array of ELEMENT-TYPE with zeros itself: those
+  "True when ABCL fills a new vector of ELEMENT-TYPE with zeros itself: those
 it specializes (bits, (unsigned-byte 8, 16, 32), characters), and NIL (no
 elements)."
   (not (eq (upgraded-array-element-type element-type) t)))
@@ -33,24 +38,43 @@ elements)."
 
 (defun make-array (dimensions &rest options
                    &key (element-type t) (initial-element nil element-p)
-                        (initial-contents nil contents-p) displaced-to &allow-other-keys)
+                        (initial-contents nil contents-p) displaced-to
+                        (adjustable nil adjustable-p) (fill-pointer nil fill-pointer-p)
+                   &allow-other-keys)
   "CL:MAKE-ARRAY, with the elements of an array made without initial
 contents zero, as SBCL makes them."
-  (declare (ignore initial-element initial-contents))
-  (if (or element-p contents-p displaced-to (zeroed-by-abcl-p element-type))
+  (declare (ignore initial-element initial-contents adjustable fill-pointer))
+  (if (or element-p contents-p displaced-to
+          (and (integerp dimensions) (not adjustable-p) (not fill-pointer-p)
+               (zeroed-by-abcl-p element-type)))
       (apply #'cl:make-array dimensions options)
       (apply #'cl:make-array dimensions :initial-element (element-zero element-type) options)))
 
+(defun simple-options-p (options)
+  "True when the MAKE-ARRAY OPTIONS (a plist) ask for a simple array."
+  (loop for (key) on options by #'cddr never (member key '(:adjustable :fill-pointer))))
+
 (define-compiler-macro make-array (&whole form dimensions &rest options)
   "CL:MAKE-ARRAY itself when OPTIONS give the contents, or give a constant
-element type whose zero is known here."
+element type whose zero is known here (of a vector, for a type ABCL fills
+itself)."
   (let ((type (if (evenp (length options)) (getf options :element-type t) :unknown)))
     (cond ((oddp (length options)) form)
           ((notevery #'keywordp (loop for (key) on options by #'cddr collect key)) form)
           ((or (loop for (key) on options by #'cddr
                      thereis (member key '(:initial-element :initial-contents :displaced-to)))
-               (and (consp type) (eq (first type) 'quote) (zeroed-by-abcl-p (second type))))
+               (and (consp type) (eq (first type) 'quote) (zeroed-by-abcl-p (second type))
+                    (integerp dimensions) (simple-options-p options)))
            `(cl:make-array ,dimensions ,@options))
+          ((and (consp type) (eq (first type) 'quote) (zeroed-by-abcl-p (second type))
+                (simple-options-p options))
+           ;; a vector when the dimensions are an integer (the usual case);
+           ;; otherwise the function, called so as not to expand this again
+           (let ((d (gensym "DIMENSIONS")))
+             `(let ((,d ,dimensions))
+                (if (integerp ,d)
+                    (cl:make-array ,d ,@options)
+                    (funcall 'make-array ,d ,@options)))))
           ((or (eq type t) (and (consp type) (eq (first type) 'quote)))
            `(cl:make-array ,dimensions
                            :initial-element ',(element-zero (if (consp type) (second type) t))

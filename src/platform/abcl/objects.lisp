@@ -13,9 +13,17 @@
 fixnum vectors are T vectors holding the integers themselves.")
 
 ;;; Identity.  The JVM's collector moves objects and tells no address, so
-;;; OBJECT-ADDRESS numbers each object it is asked about, in a weak EQ table:
-;;; numbers are multiples of 16, as objects' granules are on SBCL, and the
-;;; same for as long as the object lives, so the epoch never changes.
+;;; OBJECT-ADDRESS numbers each object it is asked about: numbers are
+;;; multiples of 16, as objects' granules are on SBCL, and the same for as
+;;; long as the object lives, so the epoch never changes.
+;;;
+;;; The numbers are not kept in an EQ hash table: ABCL hashes an EQ table's
+;;; keys by SXHASH, which for a cons or a string follows its contents, so a
+;;; list of 40,000 equal lists put them all in one bucket and took 30 s to
+;;; store instead of one.  They are kept by the JVM's identity hash code
+;;; instead (SYS:IDENTITY-HASH-CODE): a bucket holds a weak reference to
+;;; each object and its number, and the references whose objects died are
+;;; swept out as the table grows.
 
 (deftype gc-epoch ()
   "What CURRENT-GC-EPOCH returns."
@@ -28,8 +36,9 @@ fixnum vectors are T vectors holding the integers themselves.")
   "The current epoch: on ABCL always the same."
   '**gc-epoch**)
 
-(define-global **object-numbers** (make-hash-table :test 'eq :weakness :key)
-  "Each object OBJECT-ADDRESS was asked about, and its number.")
+(define-global **object-numbers** (make-hash-table :test 'eql)
+  "Identity hash code -> a list of (weak reference . number), one for each
+object OBJECT-ADDRESS was asked about that had that code.")
 
 (define-global **object-numbers-lock** (threads:make-mutex)
   "Held while **OBJECT-NUMBERS** is read or changed (threads share it).")
@@ -37,13 +46,44 @@ fixnum vectors are T vectors holding the integers themselves.")
 (define-global **next-object-number** 1
   "The number OBJECT-ADDRESS gives next (times 16).")
 
+(define-global **numbered-since-sweep** 0
+  "Entries added to **OBJECT-NUMBERS** since it was last swept.")
+
+(define-global **sweep-after** 65536
+  "How many entries may be added before the next sweep: twice the live
+ones after a sweep, so sweeps cost a constant per entry.")
+
+(defun sweep-object-numbers ()
+  "Drop the entries of objects that died; return how many live on."
+  (let ((live 0) (emptied '()))
+    (maphash (lambda (code entries)
+               (let ((kept (delete-if-not (lambda (entry)
+                                            (nth-value 1 (ext:weak-reference-value (car entry))))
+                                          entries)))
+                 (if kept
+                     (progn (setf (gethash code **object-numbers**) kept)
+                            (incf live (length kept)))
+                     (push code emptied))))
+             **object-numbers**)
+    (dolist (code emptied) (remhash code **object-numbers**))
+    live))
+
 (defun object-address (object)
   "A non-negative integer that identifies OBJECT for as long as it lives
 \(see above), a multiple of 16."
-  (threads:with-mutex (**object-numbers-lock**)
-    (or (gethash object **object-numbers**)
-        (setf (gethash object **object-numbers**)
-              (ash (prog1 **next-object-number** (incf **next-object-number**)) 4)))))
+  (let ((code (sys:identity-hash-code object)))
+    (threads:with-mutex (**object-numbers-lock**)
+      (loop for (reference . number) in (gethash code **object-numbers**)
+            do (multiple-value-bind (referent alive) (ext:weak-reference-value reference)
+                 (when (and alive (eq referent object))
+                   (return-from object-address number))))
+      (when (> (incf **numbered-since-sweep**) **sweep-after**)
+        (setf **sweep-after** (max 65536 (* 2 (sweep-object-numbers)))
+              **numbered-since-sweep** 0))
+      (let ((number (ash (prog1 **next-object-number** (incf **next-object-number**)) 4)))
+        (push (cons (ext:make-weak-reference object) number)
+              (gethash code **object-numbers**))
+        number))))
 
 ;;; The identity table's seen bits (src/core/identity-table.lisp): words of
 ;;; 16 bits, so that every word is a fixnum (ABCL's are 32-bit, signed) in a
@@ -169,6 +209,14 @@ HASH-TABLE-REHASH-THRESHOLD."
   "TABLE's test as the format names it: its HASH-TABLE-TEST."
   (hash-table-test table))
 
+(defun identity-hashed-table-p (table)
+  "True when TABLE hashes its keys by identity, so that a key may be put
+in before its contents are read: never on ABCL, whose EQ and EQL tables
+hash a cons or a string by SXHASH, by its contents (a cons key filled after
+it went in is not found)."
+  (declare (ignore table))
+  nil)
+
 (defun hash-table-synchronized-p (table)
   "NIL: ABCL makes no table synchronized on request."
   (declare (ignore table))
@@ -241,8 +289,11 @@ and whether that is known from the classes alone."
 (defun instance-layout (instance)
   "What tells instances of one class apart from others: a standard object's
 or condition's layout, which a redefinition of its class replaces; a
-structure's class (ABCL gives structures no layout)."
-  (if (typep instance 'structure-object)
+structure's class (ABCL gives structures no layout), and a class's
+class: ABCL's built-in classes have no layout either, and asking for it
+throws a Java exception that ends ABCL (classes are refused at their
+descriptor, after this)."
+  (if (typep instance '(or structure-object class))
       (class-of instance)
       (sys:std-instance-layout instance)))
 

@@ -171,6 +171,11 @@ single float)."
       ((ext:fasthash-equal ext:stablehash-equal) 'equal)
       (t test))))
 
+(defun identity-hashed-table-p (table)
+  "True when TABLE hashes its keys by identity, so that a key may be put
+in before its contents are read: an EQ or EQL table."
+  (member (format-hash-table-test table) '(eq eql)))
+
 (defun hash-table-synchronized-p (table)
   "NIL: CLISP has no threads, nor synchronized tables."
   (declare (ignore table))

@@ -67,7 +67,7 @@ compound specifier such as (OR NULL STRING) once was taken for a range)."
   "True when the format calls ARRAY adjustable: as SBCL's
 ADJUSTABLE-ARRAY-P, when ARRAY is not simple (made adjustable, or with a
 fill pointer, or displaced); ECL's, CLISP's and ABCL's are true only of
-the first."
-  (or (adjustable-array-p array)
+the first, and ABCL's of every array of rank 0 too, simple or not."
+  (or (and (adjustable-array-p array) (not (typep array 'simple-array)))
       (array-has-fill-pointer-p array)
       (and (array-displacement array) t)))

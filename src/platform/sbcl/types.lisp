@@ -107,3 +107,8 @@ HASH-TABLE-REHASH-THRESHOLD."
   "TABLE's test as the format names it (EQ, EQL, EQUAL, EQUALP or the name
 of a test of the user's): on SBCL its HASH-TABLE-TEST."
   `(hash-table-test ,table))
+
+(defmacro identity-hashed-table-p (table)
+  "True when TABLE hashes its keys by identity, so that a key may be put
+in before its contents are read: on SBCL, an EQ or EQL table."
+  `(member (format-hash-table-test ,table) '(eq eql)))
