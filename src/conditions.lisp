@@ -34,11 +34,20 @@
 
 (in-package #:binstore)
 
+(defvar *bounded-printer* nil
+  "NIL, or a function of an object and a stream that prints the object as
+PRIN1 would, within *PRINT-LEVEL* and *PRINT-LENGTH*: set by the platform
+of a Lisp whose printer ignores *PRINT-LEVEL* somewhere (ABCL's, for
+structures: a deeply nested one overflowed the JVM's stack and ended the
+process).")
+
 (defun brief (object)
   "OBJECT printed for a message: short, and safe on circular data."
   (let ((*print-circle* t) (*print-length* 8) (*print-level* 3)
         (*print-readably* nil) (*print-pretty* nil))
-    (prin1-to-string object)))
+    (if *bounded-printer*
+        (with-output-to-string (stream) (funcall *bounded-printer* object stream))
+        (prin1-to-string object))))
 
 (define-condition binstore-error (error)
   ((message :initarg :message :initform nil :reader binstore-error-message))

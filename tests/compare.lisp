@@ -33,10 +33,9 @@
 ;;; Reporting a difference: the walk throws a message to SAME-DATA-P.
 
 (defun brief (object)
-  "OBJECT printed for a message: bounded whatever its size or circularity."
-  (let* ((*print-circle* nil) (*print-length* 6) (*print-level* 3) (*print-lines* 2)
-         (*print-readably* nil)
-         (text (prin1-to-string object)))
+  "OBJECT printed for a message: bounded whatever its size or circularity
+\(as binstore prints objects in its messages, and cut at 120 characters)."
+  (let ((text (binstore::brief object)))
     (if (> (length text) 120)
         (concatenate 'string (subseq text 0 117) "...")
         text)))

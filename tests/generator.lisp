@@ -326,7 +326,10 @@ EQUALP keys are acyclic and free of floats, which EQUALP compares with =."
                  (dotimes (i (rnd g 9))
                    (if weakness
                        ;; Only immortal keys and values: nothing may vanish in a GC.
-                       (setf (gethash (random-signed g 16) table) (rnd g 1000))
+                       (if *immortal-integer-bound*
+                           (setf (gethash (rnd g *immortal-integer-bound*) table)
+                                 (rnd g *immortal-integer-bound*))
+                           (setf (gethash (random-signed g 16) table) (rnd g 1000)))
                        (let ((key (random-key g test)))
                          (setf (gethash key table) (generate g)))))))))
 

@@ -397,6 +397,10 @@ exhausts the control stack on 50,000 of any of them.)")
     (dotimes (i count octets)
       (replace octets unit :start1 (* i (length unit))))))
 
+;; Not on ABCL: RESTORE refuses these at 2,000 levels there, but ABCL itself
+;; at times fails in its own stack bookkeeping on them (a ClassCastException
+;; in LispThread.getStackTop), which ends the process (doc/PORTING.md)
+#-abcl
 (test fast-decoder-refuses-runaway-nesting
   "The same inputs, objects nested in headers (a symbol's package, a
 ratio's parts, an instance's descriptor ...): RESTORE-LIMIT-EXCEEDED from
@@ -446,17 +450,19 @@ reports them."
       (loop for line = (read-line in nil) while line collect line))))
 
 (test explain-a-small-record
-  "EXPLAIN's lines for a small record, exactly."
-  (is (equal '("record 1 at 0x0000 (0)"
-               "0x0000       0  24 42 53 54 05            header  version=5"
-               "0x0005       5  29                        full-tracking: objects and conses get ids"
-               "0x0006       6  02 03                     list  n=3  cons ids c0–c2"
-               "0x0008       8  71                          integer 1"
-               "0x0009       9  13 03 74 77 6F              string  n=3  \"two\"  #id 0"
-               "0x000E      14  18 05 54 48 52 45 45        keyword  :THREE  #id 1"
-               "record 1: 21 bytes (0x0000-0x0014), version 5, 1 object, 2 ids (#0-#1), 3 cons ids (c0-c2)"
-               "end of input at 0x0015 (21): 1 record")
-             (explain-lines (binstore:store nil (list 1 "two" :three))))))
+  "EXPLAIN's lines for a small record, exactly (where \"two\", ASCII, is a
+character string: not on ABCL, whose strings are all base strings)."
+  (when (specialized-here-p 'base-char)
+    (is (equal '("record 1 at 0x0000 (0)"
+                 "0x0000       0  24 42 53 54 05            header  version=5"
+                 "0x0005       5  29                        full-tracking: objects and conses get ids"
+                 "0x0006       6  02 03                     list  n=3  cons ids c0–c2"
+                 "0x0008       8  71                          integer 1"
+                 "0x0009       9  13 03 74 77 6F              string  n=3  \"two\"  #id 0"
+                 "0x000E      14  18 05 54 48 52 45 45        keyword  :THREE  #id 1"
+                 "record 1: 21 bytes (0x0000-0x0014), version 5, 1 object, 2 ids (#0-#1), 3 cons ids (c0-c2)"
+                 "end of input at 0x0015 (21): 1 record")
+               (explain-lines (binstore:store nil (list 1 "two" :three)))))))
 
 (test explain-references-and-limits
   "A reference names its object; max-items and max-depth elide lines with
@@ -581,7 +587,8 @@ value, byte for byte, and every example here is a row."
                                              :initial-contents '(1 2 255))))
              ("a `(signed-byte 16)` vector of −2, −2"
               ,(example-octets (make-array 2 :element-type '(signed-byte 16)
-                                             :initial-element -2)))
+                                             :initial-element -2))
+              (signed-byte 16))
              ("two references to one string `\"ab\"`, tracking objects but not conses"
               ,(example-octets (list ab ab)))
              ("the same without reference tracking"
@@ -598,8 +605,11 @@ value, byte for byte, and every example here is a row."
     (is (= (length examples) (length rows)) "~d examples here, ~d rows in FORMAT.md"
         (length examples) (length rows))
     (dolist (example examples)
-      (destructuring-bind (value octets) example
+      (destructuring-bind (value octets &optional needs) example
         (let ((row (find value rows :key #'first :test #'string=)))
-          (is (and row (equal octets (hex-octets (second row))))
+          ;; (an example of an element type this Lisp does not specialize
+          ;; is other data here: only the row is checked)
+          (is (and row (or (and needs (not (specialized-here-p needs)))
+                           (equal octets (hex-octets (second row)))))
               "~a: FORMAT.md says ~a, store writes ~{~2,'0X~^ ~}"
               value (second row) octets))))))

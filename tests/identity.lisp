@@ -573,7 +573,7 @@ of it."
         (let ((total n))
           (is (= block n))
           (loop while (consp next)
-                do (gc :full t)  ; between two blocks: the conses move
+                do (collect-moving-objects) ; between two blocks: the conses move
                    (multiple-value-bind (more rest)
                        (binstore::identity-table-claim-more table next block)
                      (is (= (min block (- 3000 total)) more))

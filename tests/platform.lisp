@@ -89,6 +89,23 @@ whose lower 32 bits are LOW, an (unsigned-byte 32)."
   "True when this Lisp keeps a NaN's payload: ABCL's floats read a NaN's bits
 as the JVM's one quiet NaN.")
 
+;;; How deep the deepest test data nest: deep enough to pass the default
+;;; :MAX-DEPTH (a million), within the tests' guard against hangs (a minute
+;;; an operation) on a Lisp fifty times slower than SBCL (ABCL).
+
+(defparameter *deep-nesting* #-abcl 10000000 #+abcl 2000000
+  "The depth of HOSTILE-TEN-MILLION-DEEP-LIST's list.")
+
+;;; Integers a collection never takes from a weak hash table.
+
+(defparameter *immortal-integer-bound*
+  #-abcl nil
+  #+abcl 256
+  "NIL where every fixnum is an immediate, never collected; else the bound
+below which the non-negative integers are shared objects that live for
+ever (ABCL boxes every fixnum but 0 to 255, and a weak table loses a boxed
+key no one else holds).")
+
 ;;; Specialized arrays.
 
 (defun specialized-here-p (element-type)
@@ -174,7 +191,9 @@ each use, so the data would hold equal numbers, not one number twice
   "Bytes allocated by this process (on ABCL, this thread) so far."
   #+sbcl (sb-ext:get-bytes-consed)
   #+ecl (progn (si:gc-stats t) (values (si:gc-stats t)))
-  #+abcl (java:jcall "getCurrentThreadAllocatedBytes"
+  ;; called through the public interface: the JVM refuses reflection on
+  ;; its implementing class
+  #+abcl (java:jcall (java:jmethod "com.sun.management.ThreadMXBean" "getCurrentThreadAllocatedBytes")
                      (java:jstatic "getThreadMXBean" "java.lang.management.ManagementFactory")))
 
 ;;; A guard against hangs: a wall-clock limit no passing test comes near.
@@ -216,9 +235,12 @@ after SECONDS.  Return THUNK's values."
                                          (unless done
                                            (error 'test-timeout :seconds seconds))))))
                            :name "binstore test watchdog")))
+           (declare (ignore watchdog))
+           ;; not joined, which would wait up to a tenth of a second at
+           ;; each call (thousands in the differential tests): it ends by
+           ;; itself, and an interrupt it made after DONE does nothing
            (unwind-protect (funcall thunk)
-             (setf done t)
-             (threads:thread-join watchdog))))
+             (setf done t))))
 
 (defmacro with-timeout ((seconds) &body body)
   "Evaluate BODY under CALL-WITH-TIMEOUT."
@@ -242,6 +264,13 @@ after SECONDS.  Return THUNK's values."
   #+abcl (binstore::object-address object))
 
 ;;; Collections.
+
+(defun collect-moving-objects ()
+  "A full collection where it moves the objects binstore knows by their
+address (SBCL); nothing on the Lisps whose collector does not move them
+\(ECL) or where binstore numbers objects for as long as they live (CLISP,
+ABCL, whose full collection is the JVM's, and takes long)."
+  #+sbcl (gc :full t))
 
 (defun gc (&key full)
   "Collect garbage now: every generation when FULL."

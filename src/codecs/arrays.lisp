@@ -724,7 +724,10 @@ array, the array it is displaced to and the offset."
   (let* ((target (read-object rs))
          (offset (read-varint (rs-ibuf rs))))
     (unless (and (arrayp target)
-                 (equal (array-element-type target) (upgraded-array-element-type type))
+                 (or (equal (array-element-type target) (upgraded-array-element-type type))
+                     ;; ABCL's array displaced to an (unsigned-byte 16)
+                     ;; vector says T, but the format names its target's
+                     (equal (array-element-type-name target) type))
                  (<= (+ offset total) (array-total-size target)))
       (restore-invalid rs "an array displaced to something it cannot fit in"
                        "an array of the same element type, large enough"))

@@ -111,13 +111,15 @@ code that may reject a key it never expected): that is invalid input."
 pairs at once (IDENTITY-HASHED-TABLE-P: not on ABCL).  Other tests hash on
 contents: if some container of this record still awaits its FILL, a key may
 be incomplete, so the pairs are inserted only when the record is complete
-\(INSERT-POSTPONED-PAIRS)."
+\(INSERT-POSTPONED-PAIRS).  So are always an EQ or EQL table's where they
+hash contents too (ABCL): a key may be a cons still being read around it."
   (if (identity-hashed-table-p h)
       (dotimes (i count h)
         (let ((key (read-object rs)))
           (setf (gethash key h) (read-object rs))))
       (let ((pairs (loop repeat (* 2 count) collect (read-object rs))))
-        (if (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
+        (if (or (and (rs-pending rs) (plusp (hash-table-count (rs-pending rs))))
+                (member (format-hash-table-test h) '(eq eql)))
             (push (cons h pairs) (rs-postponed rs))
             (insert-pairs rs h pairs))
         h)))

@@ -885,7 +885,10 @@ must be an array of the same element type, large enough), or fresh."
       (if (= (f 'displaced-p) 1)
           (let ((target (f 'target)))
             (unless (and (arrayp target)
-                         (equal (array-element-type target) (upgraded-array-element-type type))
+                         (or (equal (array-element-type target) (upgraded-array-element-type type))
+                             ;; ABCL's array displaced to an (unsigned-byte
+                             ;; 16) vector says T (READ-DISPLACED-ARRAY)
+                             (equal (array-element-type-name target) type))
                          (<= (+ (f 'offset) (f 'total)) (array-total-size target)))
               (rf-invalid rf "an array displaced to something it cannot fit in"
                           "an array of the same element type, large enough"))
@@ -933,7 +936,10 @@ until then (see RF-INSERT-POSTPONED)."
   (let* ((spec (tag-spec-named :hash-table))
          (pairs (field (read-parts (rf-walker rf) (tag-spec-contents spec) fields) 'pairs)))
     (if (and (not (identity-hashed-table-p table))
-             (plusp (hash-table-count (rf-pending rf))))
+             (or (plusp (hash-table-count (rf-pending rf)))
+                 ;; an EQ or EQL table that hashes contents (ABCL's): a
+                 ;; key may be a cons still being read around it
+                 (member (format-hash-table-test table) '(eq eql))))
         (push (cons table pairs) (rf-postponed rf))
         (insert-reference-pairs rf table pairs))))
 

@@ -303,6 +303,49 @@ descriptor, after this)."
 
 (defsetf structure-slot-at sys:structure-set)
 
+(defun print-bounded (object stream &optional (level 0))
+  "Print OBJECT to STREAM as PRIN1 does, but that structures, and the
+lists and vectors around them, stop at *PRINT-LEVEL* and *PRINT-LENGTH*
+\(ABCL's printer ignores *PRINT-LEVEL* for structures): *BOUNDED-PRINTER*
+\(src/conditions.lisp) on ABCL."
+  (flet ((element (i x)
+           ;; the I-th element X; false when the rest is left out
+           (when (plusp i) (write-char #\Space stream))
+           (if (>= i *print-length*)
+               (progn (write-string "..." stream) nil)
+               (progn (print-bounded x stream (1+ level)) t))))
+    (cond ((and (typep object '(or cons structure-object (and vector (not string) (not bit-vector))))
+                (>= level *print-level*))
+           (write-char #\# stream))
+          ((consp object)
+           (write-char #\( stream)
+           (loop for tail = object then (cdr tail)
+                 for i from 0
+                 while (consp tail)
+                 do (unless (element i (car tail)) (return))
+                 finally (when tail
+                           (write-string " . " stream)
+                           (print-bounded tail stream (1+ level))))
+           (write-char #\) stream))
+          ((typep object '(and vector (not string) (not bit-vector)))
+           (write-string "#(" stream)
+           (loop for i below (length object)
+                 while (element i (aref object i)))
+           (write-char #\) stream))
+          ((typep object 'structure-object)
+           (format stream "#S(~s" (type-of object))
+           (loop for slotd in (mop:class-slots (class-of object))
+                 for i from 0
+                 do (write-char #\Space stream)
+                    (when (>= i *print-length*) (write-string "..." stream) (return))
+                    (format stream ":~a " (slot-definition-name slotd))
+                    (print-bounded (structure-slot-at object (slot-definition-location slotd))
+                                   stream (1+ level)))
+           (write-char #\) stream))
+          (t (prin1 object stream)))))
+
+(setf *bounded-printer* 'print-bounded)
+
 (defmacro standard-slot-at (instance index)
   "The value at INDEX of the standard object INSTANCE's slots (a place);
 the unbound marker for an unbound slot (UNBOUND-MARKER-P)."

@@ -52,12 +52,14 @@ symbol's package, a ratio's parts ...): the 1000 containers of the
 deepest data binstore writes and their headers' objects, within what the
 JVM's stack holds.")
 
-(defconstant +reference-nesting-limit+ 500
+(defconstant +reference-nesting-limit+ 250
   "The levels of the reference decoders' recursion (EXPLAIN,
 FILE-STATISTICS, the reference decoder) ABCL allows: each level takes more
 of the JVM's stack than RESTORE's, which overflowed between 600 and 900
-levels of nested packages (measured 2026-11-27).  Deeper data is refused
-by them (RESTORE-LIMIT-EXCEEDED), never a crash.")
+levels of nested packages called from the top level (measured
+2026-11-27), and at 500 called from the test suite, a few hundred frames
+deeper.  Deeper data is refused by them (RESTORE-LIMIT-EXCEEDED), never a
+crash.")
 
 (defmacro counting-nesting ((on-too-deep &optional (decoder :restore)) &body body)
   "Run BODY, a reader one level deeper in a decoder's recursion, unless

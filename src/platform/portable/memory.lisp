@@ -101,12 +101,31 @@ used, so that no valid pointer is 0.")
   "The lowest segment never used.")
 
 (defvar *segments-by-vector* (make-hash-table :test 'eq)
-  "For each vector registered, an alist (kind . segment): a string may be
-seen both as base characters and as UTF-32.")
+  "For each vector registered, a list of (kind segment thread): a string
+may be seen both as base characters and as UTF-32, and two threads may pin
+one vector at once, each with a segment of its own that it releases.")
 
 (defvar *registered* '()
   "Segments registered by VECTOR-POINTER, newest first: WITH-PINNED-OBJECTS
-releases those registered in its extent.")
+releases those registered in its extent.  Each thread's outermost
+WITH-PINNED-OBJECTS binds a list of its own.")
+
+;;; Threads (ABCL's; CLISP has none) share the table: it changes under a
+;;; lock.  Reading a segment's vector takes none: a thread reads only
+;;; segments it registered, and a table that grows keeps every entry.
+
+(defvar *segment-table-lock* #+abcl (threads:make-mutex) #-abcl nil
+  "Held while the segment table changes.")
+
+(defmacro with-segment-table-locked (&body body)
+  "BODY holding *SEGMENT-TABLE-LOCK* (which is not recursive)."
+  #+abcl `(threads:with-mutex (*segment-table-lock*) ,@body)
+  #-abcl `(progn ,@body))
+
+(defun current-thread-or-nil ()
+  "The current thread, or NIL on a Lisp without threads."
+  #+abcl (threads:current-thread)
+  #-abcl nil)
 
 (defvar *pinned* '()
   "The objects the active WITH-PINNED-OBJECTS forms pin, innermost first.")
@@ -136,7 +155,7 @@ releases those registered in its extent.")
   "Forget SEGMENT: its vector may be collected, its number used again."
   (let ((vector (svref *segment-vectors* segment)))
     (when vector
-      (let ((entries (remove segment (gethash vector *segments-by-vector*) :key #'cdr)))
+      (let ((entries (remove segment (gethash vector *segments-by-vector*) :key #'second)))
         (if entries
             (setf (gethash vector *segments-by-vector*) entries)
             (remhash vector *segments-by-vector*)))
@@ -146,12 +165,16 @@ releases those registered in its extent.")
 (defun segment-pointer (vector kind)
   "The pointer to the first byte of VECTOR seen as a segment of KIND,
 registering it unless it is."
-  (let ((segment (cdr (assoc kind (gethash vector *segments-by-vector*)))))
-    (unless segment
-      (setf segment (new-segment vector kind))
-      (push (cons kind segment) (gethash vector *segments-by-vector*))
-      (push segment *registered*))
-    (ash segment +segment-shift+)))
+  (let ((thread (current-thread-or-nil)))
+    (with-segment-table-locked
+      (let ((segment (second (find-if (lambda (entry)
+                                        (and (eql (first entry) kind) (eq (third entry) thread)))
+                                      (gethash vector *segments-by-vector*)))))
+        (unless segment
+          (setf segment (new-segment vector kind))
+          (push (list kind segment thread) (gethash vector *segments-by-vector*))
+          (push segment *registered*))
+        (ash segment +segment-shift+)))))
 
 (defun release-segments (mark objects)
   "Release the segments registered since *REGISTERED* was MARK, but keep,
@@ -159,20 +182,30 @@ for the enclosing pinning form, those of vectors it pins too (OBJECTS are
 the ones the form ending pinned)."
   (declare (ignore objects))
   (let ((kept '()))
-    (loop until (eq *registered* mark)
-          do (let ((segment (pop *registered*)))
-               (if (member (svref *segment-vectors* segment) *pinned* :test #'eq)
-                   (push segment kept)
-                   (free-segment segment))))
+    (with-segment-table-locked
+      (loop until (eq *registered* mark)
+            do (let ((segment (pop *registered*)))
+                 (if (member (svref *segment-vectors* segment) *pinned* :test #'eq)
+                     (push segment kept)
+                     (free-segment segment)))))
     (setf *registered* (nconc (nreverse kept) *registered*))))
 
-(defun call-with-pinned-objects (objects function)
-  "Call FUNCTION with OBJECTS pinned (see WITH-PINNED-OBJECTS)."
+(defun pin-and-call (objects function)
+  "Call FUNCTION with OBJECTS pinned, within this thread's *REGISTERED*."
   (let ((mark *registered*))
     (unwind-protect
          (let ((*pinned* (append objects *pinned*)))
            (funcall function))
       (release-segments mark objects))))
+
+(defun call-with-pinned-objects (objects function)
+  "Call FUNCTION with OBJECTS pinned (see WITH-PINNED-OBJECTS)."
+  (if *pinned*
+      (pin-and-call objects function)
+      ;; this thread's outermost pinning form: a list of its own, which
+      ;; another thread's forms neither push onto nor release from
+      (let ((*registered* '()))
+        (pin-and-call objects function))))
 
 (defmacro with-pinned-objects ((&rest objects) &body body)
   "Run BODY with OBJECTS pinned: pointers into them (VECTOR-POINTER) are
@@ -470,7 +503,8 @@ gives, of any size below 2^+SEGMENT-SHIFT+.  Returns its pointer.  Its
 vectors are as long as +MEMORY-CHUNK-BYTES+ at most, so it may hold more bytes
 than the Lisp's longest vector.  A STORAGE-CONDITION when the heap cannot
 hold it."
-  (ash (new-segment (make-chunks bytes) +segment-chunks+) +segment-shift+))
+  (let ((chunks (make-chunks bytes)))
+    (ash (with-segment-table-locked (new-segment chunks +segment-chunks+)) +segment-shift+)))
 
 (defun resize-octet-memory (pointer bytes)
   "Make the memory MAKE-OCTET-MEMORY gave at POINTER hold BYTES bytes,
@@ -485,6 +519,7 @@ whole chunks are kept, never copied.  Returns POINTER."
   "End the memory MAKE-OCTET-MEMORY gave at POINTER: its chunks may be
 collected and its segment number used again."
   (let ((segment (ash pointer (- +segment-shift+))))
-    (setf (svref *segment-vectors* segment) nil)
-    (push segment *free-segments*)
+    (with-segment-table-locked
+      (setf (svref *segment-vectors* segment) nil)
+      (push segment *free-segments*))
     (values)))

@@ -46,10 +46,15 @@ CLISP's and ABCL's collectors have no such boundary binstore relies on).")
 ;;; format does; they specialize only bits, some (unsigned-byte n) and
 ;;; characters, so a vector of double floats is a T vector.
 
-(declaim (inline array-element-type-name))
 (defun array-element-type-name (array)
-  "ARRAY's element type as the format names it: its ARRAY-ELEMENT-TYPE."
-  (array-element-type array))
+  "ARRAY's element type as the format names it: its ARRAY-ELEMENT-TYPE, or
+for a displaced array its target's (which is the same but on ABCL, whose
+arrays displaced to an (unsigned-byte 16) vector say their element type is
+T: CL requires the two to be the same upgraded type)."
+  (let ((target (array-displacement array)))
+    (if target
+        (array-element-type-name target)
+        (array-element-type array))))
 
 (defun array-element-type-supported-p (type)
   "True when arrays of the format's element type TYPE can be made: every
