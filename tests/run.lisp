@@ -85,7 +85,7 @@ exiting; return what it printed, and the error it signalled or NIL."
       ;; A session of its own: under (asdf:test-system "binstore") the
       ;; action is being performed already, which ASDF would call circular.
       ;; (ECL's ASDF, 3.1, calls the session its cache)
-      (handler-case (#+sbcl asdf/session:with-asdf-session #+ecl asdf/cache:with-asdf-cache
+      (handler-case (#+(or sbcl abcl) asdf/session:with-asdf-session #+ecl asdf/cache:with-asdf-cache
                      (:override t)
                       (asdf:perform (asdf:make-operation 'asdf:test-op)
                                     (asdf:find-system "binstore/tests")))
