@@ -26,9 +26,12 @@
   ;; Hash-table entries whose key could not be matched yet (see MATCH-ENTRIES).
   (deferred '()))
 
-(defstruct (entry-job (:constructor make-entry-job (a b path key-of-b pending claimed)))
-  "Entries of hash table A still to be paired with entries of hash table B."
-  a b path key-of-b pending claimed)
+(defstruct (entry-job (:constructor make-entry-job (b path key-of-b pending claimed)))
+  "Entries of a hash table A still to be paired with entries of hash table B.
+PENDING holds A's entries as (key . value), taken by MAPHASH: A's own GETHASH
+may not find a key whose contents the data's maker changed after storing it
+\(ABCL's EQ and EQL tables hash a cons by its contents)."
+  b path key-of-b pending claimed)
 
 ;;; Reporting a difference: the walk throws a message to SAME-DATA-P.
 
@@ -299,10 +302,9 @@ Class slots are the same storage in A and B, so there is nothing to compare."
                (setf (gethash key key-of-b) key))
              b)
     (maphash (lambda (key value)
-               (declare (ignore value))
-               (push key pending))
+               (push (cons key value) pending))
              a)
-    (push (make-entry-job a b path key-of-b pending (make-hash-table :test 'eq))
+    (push (make-entry-job b path key-of-b pending (make-hash-table :test 'eq))
           (comparison-deferred cmp))))
 
 (defun counterpart-key (cmp job key)
@@ -312,8 +314,9 @@ Class slots are the same storage in A and B, so there is nothing to compare."
         (values mapped t)
         (gethash key (entry-job-key-of-b job)))))
 
-(defun pair-entry (cmp job key-a key-b)
-  (let ((path (entry-job-path job)))
+(defun pair-entry (cmp job entry-a key-b)
+  (let ((path (entry-job-path job))
+        (key-a (car entry-a)))
     (multiple-value-bind (value-b present) (gethash key-b (entry-job-b job))
       (unless present
         (differ path "key ~a: its counterpart ~a is not found in the restored table"
@@ -322,24 +325,25 @@ Class slots are the same storage in A and B, so there is nothing to compare."
         (differ path "two keys correspond to the restored key ~a" key-b))
       (setf (gethash key-b (entry-job-claimed job)) t)
       (push-pair cmp key-a key-b (list* (list :key key-a) path))
-      (push-pair cmp (gethash key-a (entry-job-a job)) value-b
+      (push-pair cmp (cdr entry-a) value-b
                  (list* (list :value key-a) path)))))
 
 (defun match-entries (cmp job)
   "Pair every pending key of JOB that has a known counterpart.  Return true
 when at least one was paired."
   (let ((progress nil) (still '()))
-    (dolist (key (entry-job-pending job))
-      (multiple-value-bind (key-b found) (counterpart-key cmp job key)
+    (dolist (entry (entry-job-pending job))
+      (multiple-value-bind (key-b found) (counterpart-key cmp job (car entry))
         (if found
-            (progn (pair-entry cmp job key key-b) (setf progress t))
-            (push key still))))
+            (progn (pair-entry cmp job entry key-b) (setf progress t))
+            (push entry still))))
     (setf (entry-job-pending job) still)
     progress))
 
 (defun match-one-by-structure (cmp job)
   "Pair the first pending key of JOB with an unclaimed, structurally equal key of B."
-  (let* ((key (pop (entry-job-pending job)))
+  (let* ((entry (pop (entry-job-pending job)))
+         (key (car entry))
          (identity (comparison-identity cmp))
          (candidate
            (block search
@@ -350,11 +354,11 @@ when at least one was paired."
                                    (structurally-equal-p key key-b)
                                    ;; Keys alike (two uninterned symbols of one
                                    ;; name, say): the values tell them apart.
-                                   (structurally-equal-p (gethash key (entry-job-a job)) value))
+                                   (structurally-equal-p (cdr entry) value))
                           (return-from search key-b)))
                       (entry-job-b job))
              (differ (entry-job-path job) "key ~a has no counterpart in the restored table" key))))
-    (pair-entry cmp job key candidate)))
+    (pair-entry cmp job entry candidate)))
 
 (defun settle-deferred (cmp)
   "Called when the stack is empty: make progress on pending hash-table entries.
@@ -435,7 +439,7 @@ to one.  On a difference, return NIL and a message saying where."
   (is (differ-p "abc" "abd"))
   (when (specialized-here-p 'base-char)
     (is (differ-p "abc" (coerce "abc" 'simple-base-string))))
-  (is (differ-p 0.0 -0.0))
+  #-clisp (is (differ-p 0.0 -0.0))       ; one zero on CLISP
   (is (differ-p 1d0 1f0))
   (when *nan-payloads-kept-p*
     (is (differ-p (make-double-float #x7FF80000 0) (make-double-float #x7FF80000 1))))
@@ -484,6 +488,20 @@ to one.  On a difference, return NIL and a message saying where."
     (is (differ-p (table 'eq (list 1) :a (list 2) :b) (table 'eq (list 2) :a (list 1) :b)))
     (is (same-data-p (table 'equal "x" 1 "y" 2) (table 'equal "y" 2 "x" 1)))
     (is (differ-p (table 'equal "x" 1 "y" 2) (table 'equal "y" 1 "x" 2)))))
+
+(test comparator-reads-entries-of-a-key-changed-after-insertion
+  ;; The generator makes a cons a key of an EQ table and later makes it part
+  ;; of a cycle.  On ABCL, whose EQ tables hash a cons by its contents, the
+  ;; table can then no longer find that key: the original's entries are read
+  ;; by MAPHASH, never by GETHASH.
+  (let* ((key (list 1 2))
+         (table (make-hash-table :test 'eq)))
+    (setf (gethash key table) :value)
+    (setf (car key) key)
+    (is (same-data-p table (binstore:restore (binstore:store nil table)) :conses t))
+    (let ((changed (binstore:restore (binstore:store nil table))))
+      (setf (gethash (loop for k being the hash-keys of changed return k) changed) :other)
+      (is (differ-p table changed :conses t)))))
 
 (test comparator-walks-big-and-deep-data
   (let ((long (make-list 1000000 :initial-element 7)))

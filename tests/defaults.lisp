@@ -256,9 +256,6 @@ read ahead into bytes that have not been written yet."
 
 ;;; Vectors as places
 
-;; Not on ABCL, where each store into an adjustable vector copies its
-;; contents out and back (doc/PORTING.md, What remains): minutes
-#-abcl
 (test appending-grows-geometrically
   "40,000 appends to an adjustable vector reallocate it a few dozen times,
 not once per append, and every record is there."

@@ -101,7 +101,7 @@
 
 (defun random-double-or-signalling-nan (g)
   (case (rnd g 4)
-    (0 (pick g (list 0d0 -0d0 1d0 -1.5d0
+    (0 (pick g (floats-here 0d0 -0d0 1d0 -1.5d0
                      +double-positive-infinity+
                      +double-negative-infinity+
                      most-positive-double-float least-positive-double-float
@@ -110,12 +110,13 @@
                      (make-double-float #x7FF00000 1)          ; signalling NaN
                      (make-double-float #x7FF80000 #x12345678) ; NaN payload
                      (make-double-float 0 1))))                ; denormal
-    (1 (make-double-float (random-signed g 32) (rnd g (expt 2 32))))
+    ;; random bits; on CLISP, 1.0 for those of a NaN, an infinity or a denormal
+    (1 (first (floats-here (make-double-float (random-signed g 32) (rnd g (expt 2 32))) 1d0)))
     (t (- (random 2d6 (generator-state g)) 1d6))))
 
 (defun random-single-or-signalling-nan (g)
   (case (rnd g 4)
-    (0 (pick g (list 0f0 -0f0 1f0 -2.5f0
+    (0 (pick g (floats-here 0f0 -0f0 1f0 -2.5f0
                      +single-positive-infinity+
                      +single-negative-infinity+
                      most-positive-single-float least-positive-single-float
@@ -123,7 +124,7 @@
                      (make-single-float (- #xFFC00000 (expt 2 32)))
                      (make-single-float #x7F800001)            ; signalling NaN
                      (make-single-float #x7FC12345))))         ; NaN payload
-    (1 (make-single-float (random-signed g 32)))
+    (1 (first (floats-here (make-single-float (random-signed g 32)) 1f0)))
     (t (- (random 2f4 (generator-state g)) 1f4))))
 
 (defun random-complex (g)

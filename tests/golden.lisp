@@ -35,7 +35,8 @@ the bytes of the object itself, which these tests spell out."
     (1/3 (#x0B #x71 #x73))
     (1.5 (#x0C 0 0 #xC0 #x3F))
     (1.5d0 (#x0D 0 0 0 0 0 0 #xF8 #x3F))
-    (-0d0 (#x0D 0 0 0 0 0 0 0 #x80))
+    ;; CLISP has no negative zero: its -0d0 is 0d0
+    #-clisp (-0d0 (#x0D 0 0 0 0 0 0 0 #x80))
     (#c(1 2) (#x10 #x71 #x72))
     (#c(1d0 -2d0) (#x0F 0 0 0 0 0 0 #xF0 #x3F 0 0 0 0 0 0 0 #xC0))
     (#\a (#x11 #x61))

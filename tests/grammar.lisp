@@ -266,7 +266,7 @@ or, where it cannot compare them (it reads the elements of arrays of
 element type NIL, which SBCL refuses), the same bytes when both are stored
 with every identity kept (the bytes say the whole graph of objects)."
   (handler-case (same-data-p a b :conses t)
-    (#+sbcl sb-kernel:nil-array-accessed-error #+ecl error ()
+    (#+sbcl sb-kernel:nil-array-accessed-error #-sbcl error ()
       (flet ((bytes (x)
                (handler-case (binstore:store nil x :track-references t
                                                    :support-shared-list-structures t)

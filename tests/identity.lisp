@@ -535,6 +535,8 @@ between the mark and the id."
                      (binstore::identity-table-get-or-add table y)
                      (assert (binstore::it-hashed table)))))))
 
+;; Not on CLISP, which has no threads.
+#-clisp
 (test identity-while-collections-move-objects
   "Stores while another thread keeps collecting: objects move under the
 table in every state (seen bits, the switch to hashing, hashing), and
@@ -649,7 +651,8 @@ too with a collection in the middle of storing."
                    (setf done t)
                    (join-test-thread collector)))
                (list (binstore:restore (binstore:store nil data :track-references t))))))
-    (dolist (collect '(nil t))
+    ;; CLISP has no threads to collect from
+    (dolist (collect '(nil #-clisp t))
       (dolist (make (list (lambda (i) (+ 0.25d0 i))
                           (lambda (i) (complex (+ 0.25d0 i) -2d0))))
         (dolist (container '(list simple-vector))
@@ -708,6 +711,8 @@ occurrence, and every other number restores as an object of its own."
           (is (= (- n (length repeats)) (hash-table-count distinct))
               "n ~d: ~d distinct objects" n (hash-table-count distinct)))))))
 
+;; Not on CLISP, which has no threads.
+#-clisp
 (test bytes-do-not-depend-on-collections
   "A store with shared list structures writes the same bytes whether or not
 collections move the data while it runs: a collection in the middle of

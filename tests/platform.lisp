@@ -34,6 +34,35 @@ declarations and forms, as for FIVEAM:TEST."
                        `(,@declarations ,@forms))))
          ',test-name))))
 
+;;; Gray streams on CLISP.  The tests define STREAM-READ-SEQUENCE and
+;;; STREAM-WRITE-SEQUENCE methods (STREAM SEQUENCE &OPTIONAL START END), as
+;;; SBCL, ECL and ABCL name them; CLISP reads and writes octets in bulk
+;;; through STREAM-READ-BYTE-SEQUENCE and STREAM-WRITE-BYTE-SEQUENCE, with
+;;; two more optional arguments.  The tests' binary streams are of these
+;;; classes, which call the first through the second.
+
+#+clisp
+(progn
+  (defgeneric stream-read-sequence (stream sequence &optional start end)
+    (:documentation "Read octets into SEQUENCE from START below END; return
+the index after the last one read."))
+  (defgeneric stream-write-sequence (stream sequence &optional start end)
+    (:documentation "Write the octets of SEQUENCE from START below END;
+return SEQUENCE."))
+  (defclass fundamental-binary-input-stream (gray:fundamental-binary-input-stream) ()
+    (:documentation "A binary Gray input stream read in bulk by STREAM-READ-SEQUENCE."))
+  (defclass fundamental-binary-output-stream (gray:fundamental-binary-output-stream) ()
+    (:documentation "A binary Gray output stream written in bulk by STREAM-WRITE-SEQUENCE."))
+  (defmethod gray:stream-read-byte-sequence ((stream fundamental-binary-input-stream) sequence
+                                             &optional (start 0) end no-hang interactive)
+    (declare (ignore no-hang interactive))
+    (stream-read-sequence stream sequence start (or end (length sequence))))
+  (defmethod gray:stream-write-byte-sequence ((stream fundamental-binary-output-stream) sequence
+                                              &optional (start 0) end no-hang interactive)
+    (declare (ignore no-hang interactive))
+    (stream-write-sequence stream sequence start (or end (length sequence)))
+    sequence))
+
 ;;; Floats.  Bits as integers, to compare NaNs and signed zeros exactly.
 
 (defun double-float-bits (x)
@@ -42,7 +71,7 @@ declarations and forms, as for FIVEAM:TEST."
   #+ecl (ffi:c-inline (x) (:double) :uint64-t
                       "({ double d_ = #0; uint64_t b_; __builtin_memcpy(&b_, &d_, 8); b_; })"
                       :one-liner t :side-effects nil)
-  #+abcl (binstore::double-float-bits x))
+  #+(or abcl clisp) (binstore::double-float-bits x))
 
 (defun single-float-bits (x)
   "The IEEE 754 encoding of the single float X, an (unsigned-byte 32)."
@@ -50,14 +79,14 @@ declarations and forms, as for FIVEAM:TEST."
   #+ecl (ffi:c-inline (x) (:float) :uint32-t
                       "({ float f_ = #0; uint32_t b_; __builtin_memcpy(&b_, &f_, 4); b_; })"
                       :one-liner t :side-effects nil)
-  #+abcl (binstore::single-float-bits x))
+  #+(or abcl clisp) (binstore::single-float-bits x))
 
 (defun float-element-bits (array index)
   "The encoding of the element at row-major INDEX of ARRAY, a (possibly
 displaced or multidimensional) array of element type DOUBLE-FLOAT or
 SINGLE-FLOAT, read without making the float: ECL traps when it boxes a
 signalling NaN."
-  #+(or sbcl abcl) (let ((x (row-major-aref array index)))
+  #+(or sbcl abcl clisp) (let ((x (row-major-aref array index)))
            (etypecase x
              (double-float (double-float-bits x))
              (single-float (single-float-bits x))))
@@ -84,10 +113,11 @@ whose lower 32 bits are LOW, an (unsigned-byte 32)."
   (binstore::single-float-from-bits bits))
 
 (defparameter *nan-payloads-kept-p*
-  (/= (double-float-bits (make-double-float #x7FF80000 0))
-      (double-float-bits (make-double-float #x7FF80000 1)))
+  #-clisp (/= (double-float-bits (make-double-float #x7FF80000 0))
+              (double-float-bits (make-double-float #x7FF80000 1)))
+  #+clisp nil
   "True when this Lisp keeps a NaN's payload: ABCL's floats read a NaN's bits
-as the JVM's one quiet NaN.")
+as the JVM's one quiet NaN; CLISP has no NaN.")
 
 ;;; How deep the deepest test data nest: deep enough to pass the default
 ;;; :MAX-DEPTH (a million), within the tests' guard against hangs (a minute
@@ -118,18 +148,34 @@ strings are base strings), the same forms make other data, with other bytes
       (not (subtypep 'character 'base-char))
       (not (eq (upgraded-array-element-type element-type) t))))
 
+;;; The infinities; NIL on CLISP, which has none (nor NaNs, denormals or a
+;;; negative zero: FLOATS-HERE leaves out what this Lisp lacks).
+
 (defconstant +double-positive-infinity+
   #+sbcl sb-ext:double-float-positive-infinity
-  #+(or ecl abcl) ext:double-float-positive-infinity)
+  #+(or ecl abcl) ext:double-float-positive-infinity
+  #+clisp nil)
 (defconstant +double-negative-infinity+
   #+sbcl sb-ext:double-float-negative-infinity
-  #+(or ecl abcl) ext:double-float-negative-infinity)
+  #+(or ecl abcl) ext:double-float-negative-infinity
+  #+clisp nil)
 (defconstant +single-positive-infinity+
   #+sbcl sb-ext:single-float-positive-infinity
-  #+(or ecl abcl) ext:single-float-positive-infinity)
+  #+(or ecl abcl) ext:single-float-positive-infinity
+  #+clisp nil)
 (defconstant +single-negative-infinity+
   #+sbcl sb-ext:single-float-negative-infinity
-  #+(or ecl abcl) ext:single-float-negative-infinity)
+  #+(or ecl abcl) ext:single-float-negative-infinity
+  #+clisp nil)
+
+(defmacro floats-here (&rest forms)
+  "A list of the values of FORMS, floats, leaving out those this Lisp has
+no float for: a form whose value is NIL (an infinity on CLISP) or which
+signals BINSTORE::UNREPRESENTABLE-FLOAT (a NaN's or a denormal's bits)."
+  #-clisp `(list ,@forms)
+  #+clisp `(remove nil (list ,@(loop for form in forms
+                                     collect `(handler-case ,form
+                                                (binstore::unrepresentable-float () nil))))))
 
 (defun signed-32 (bits)
   "The (unsigned-byte 32) BITS read as a (signed-byte 32)."
@@ -180,7 +226,12 @@ each use, so the data would hold equal numbers, not one number twice
            (java:jcall "setAccessible" field java:+true+)
            (java:jcall "setSeed" (java:jcall "get" field state)
                        (ldb (byte 63 0) (sxhash seed)))
-           state))
+           state)
+  ;; CLISP's random state is 64 bits, which it reads back as it prints them
+  #+clisp (let ((*read-eval* nil))
+            (read-from-string
+             (format nil "#S(random-state #*~64,'0b)"
+                     (ldb (byte 64 0) (* (1+ seed) #x9E3779B97F4A7C15))))))
 
 ;;; Bytes allocated: what a test may bound where a time would depend on the
 ;;; machine.  (ECL's figure comes from its collector and counts whole
@@ -194,7 +245,14 @@ each use, so the data would hold equal numbers, not one number twice
   ;; called through the public interface: the JVM refuses reflection on
   ;; its implementing class
   #+abcl (java:jcall (java:jmethod "com.sun.management.ThreadMXBean" "getCurrentThreadAllocatedBytes")
-                     (java:jstatic "getThreadMXBean" "java.lang.management.ManagementFactory")))
+                     (java:jstatic "getThreadMXBean" "java.lang.management.ManagementFactory"))
+  ;; the space TIME reports: its seventh and eighth values, in units of
+  ;; 2^24 bytes and bytes
+  #+clisp (multiple-value-bind (real-high real-low run-high run-low gc-high gc-low
+                                space-high space-low)
+              (sys::%%time)
+            (declare (ignore real-high real-low run-high run-low gc-high gc-low))
+            (+ (* space-high (expt 2 24)) space-low)))
 
 ;;; A guard against hangs: a wall-clock limit no passing test comes near.
 
@@ -205,7 +263,8 @@ each use, so the data would hold equal numbers, not one number twice
 
 (defun call-with-timeout (seconds thunk)
   "Call THUNK; signal TEST-TIMEOUT in this thread when it has not returned
-after SECONDS.  Return THUNK's values."
+after SECONDS.  Return THUNK's values.  (On CLISP, which has no threads to
+watch from, THUNK is called unguarded.)"
   #+sbcl (handler-case (sb-ext:with-timeout seconds (funcall thunk))
            (sb-ext:timeout () (error 'test-timeout :seconds seconds)))
   #+ecl (let* ((caller mp:*current-process*)
@@ -240,7 +299,8 @@ after SECONDS.  Return THUNK's values."
            ;; each call (thousands in the differential tests): it ends by
            ;; itself, and an interrupt it made after DONE does nothing
            (unwind-protect (funcall thunk)
-             (setf done t))))
+             (setf done t)))
+  #+clisp (progn seconds (funcall thunk)))
 
 (defmacro with-timeout ((seconds) &body body)
   "Evaluate BODY under CALL-WITH-TIMEOUT."
@@ -276,33 +336,39 @@ ABCL, whose full collection is the JVM's, and takes long)."
   "Collect garbage now: every generation when FULL."
   #+sbcl (sb-ext:gc :full full)
   #+ecl (ext:gc full)
-  #+abcl (progn full (ext:gc)))
+  #+abcl (progn full (ext:gc))
+  #+clisp (progn full (ext:gc)))
 
-;;; Threads and locks.
+;;; Threads and locks.  (CLISP has none: the tests that start threads are
+;;; left out there.)
 
 (defun make-test-thread (function &key name)
   "Start a thread calling FUNCTION; JOIN-TEST-THREAD returns its value."
   #+sbcl (sb-thread:make-thread function :name name)
   #+ecl (mp:process-run-function (or name "binstore test") function)
-  #+abcl (threads:make-thread function :name (or name "binstore test")))
+  #+abcl (threads:make-thread function :name (or name "binstore test"))
+  #+clisp (error "no thread for ~a: CLISP has no threads" (or name function)))
 
 (defun join-test-thread (thread)
   "Wait for THREAD and return the value its function returned."
   #+sbcl (sb-thread:join-thread thread)
   #+ecl (values (mp:process-join thread))
-  #+abcl (values (threads:thread-join thread)))
+  #+abcl (values (threads:thread-join thread))
+  #+clisp (error "no thread ~a to join: CLISP has no threads" thread))
 
 (defun make-test-lock ()
   "A fresh lock for WITH-TEST-LOCK."
   #+sbcl (sb-thread:make-mutex)
   #+ecl (mp:make-lock)
-  #+abcl (threads:make-mutex))
+  #+abcl (threads:make-mutex)
+  #+clisp nil)
 
 (defmacro with-test-lock ((lock) &body body)
   "Evaluate BODY holding LOCK."
   #+sbcl `(sb-thread:with-mutex (,lock) ,@body)
   #+ecl `(mp:with-lock (,lock) ,@body)
-  #+abcl `(threads:with-mutex (,lock) ,@body))
+  #+abcl `(threads:with-mutex (,lock) ,@body)
+  #+clisp `(progn ,lock ,@body))
 
 ;;; Classes and structures.
 
@@ -310,7 +376,8 @@ ABCL, whose full collection is the JVM's, and takes long)."
   "True when CLASS is finalized (its slots and precedence list computed)."
   #+sbcl (sb-mop:class-finalized-p class)
   #+ecl (clos:class-finalized-p class)
-  #+abcl (mop:class-finalized-p class))
+  #+abcl (mop:class-finalized-p class)
+  #+clisp (clos:class-finalized-p class))
 
 (defun slot-names (object)
   "The names of every slot of OBJECT's class, shared ones included."
@@ -340,8 +407,8 @@ holds an unboxed number (a fresh box on each read; SBCL only)."
   "MAKE-HASH-TABLE of OPTIONS, which may ask for :WEAKNESS and
 :SYNCHRONIZED on any Lisp: ABCL's takes no :SYNCHRONIZED (and makes no table
 synchronized), which is left out there as binstore leaves it out."
-  #-abcl (apply #'make-hash-table options)
-  #+abcl (apply #'binstore::make-hash-table-as-stored options))
+  #-(or abcl clisp) (apply #'make-hash-table options)
+  #+(or abcl clisp) (apply #'binstore::make-hash-table-as-stored options))
 
 (defun hash-table-weakness (table)
   "TABLE's weakness (NIL, :KEY, :VALUE, :KEY-AND-VALUE or :KEY-OR-VALUE)."
@@ -351,7 +418,7 @@ synchronized), which is left out there as binstore leaves it out."
   "True when TABLE is safe to use from several threads at once."
   #+sbcl (sb-ext:hash-table-synchronized-p table)
   #+ecl (ext:hash-table-synchronized-p table)
-  #+abcl (binstore::hash-table-synchronized-p table))
+  #+(or abcl clisp) (binstore::hash-table-synchronized-p table))
 
 ;;; The process.
 
@@ -359,4 +426,5 @@ synchronized), which is left out there as binstore leaves it out."
   "End this process with status CODE, after unwinding and flushing."
   #+sbcl (sb-ext:exit :code code :abort nil)
   #+ecl (ext:quit code)
-  #+abcl (ext:quit :status code))
+  #+abcl (ext:quit :status code)
+  #+clisp (ext:quit code))

@@ -84,8 +84,8 @@ exiting; return what it printed, and the error it signalled or NIL."
           (*test-dribble* out))
       ;; A session of its own: under (asdf:test-system "binstore") the
       ;; action is being performed already, which ASDF would call circular.
-      ;; (ECL's ASDF, 3.1, calls the session its cache)
-      (handler-case (#+(or sbcl abcl) asdf/session:with-asdf-session #+ecl asdf/cache:with-asdf-cache
+      ;; (ECL's ASDF, 3.1, and CLISP's, 3.2, call the session its cache)
+      (handler-case (#+(or sbcl abcl) asdf/session:with-asdf-session #+(or ecl clisp) asdf/cache:with-asdf-cache
                      (:override t)
                       (asdf:perform (asdf:make-operation 'asdf:test-op)
                                     (asdf:find-system "binstore/tests")))

@@ -53,3 +53,44 @@ costs less than the buffers."
                   (octets-buffer to to-start (+ to-start count))
                   (octets-buffer from from-start (+ from-start count))))
   to)
+
+;;; An octet vector that is not simple (adjustable, with a fill pointer) and
+;;; not displaced keeps its elements in a ByteBuffer too.  A simple vector
+;;; made on that buffer shares them: binstore writes into an adjustable
+;;; vector through it, as into any simple one, instead of copying the whole
+;;; vector out and back at each store (quadratic when a program appends
+;;; record after record).
+
+(defvar **complex-octets-class** (java:jclass "org.armedbear.lisp.ComplexVector_ByteBuffer")
+  "ABCL's class of the octet vectors that are not simple.")
+
+(define-java-method **class-instance-p** "java.lang.Class" "isInstance" "java.lang.Object")
+
+(defun declared-field (class name)
+  "CLASS's field NAME, made readable."
+  (let ((field (java:jcall "getDeclaredField" class name)))
+    (java:jcall "setAccessible" field t)
+    field))
+
+(defvar **complex-octets-buffer-field** (declared-field **complex-octets-class** "elements")
+  "The field holding the ByteBuffer of an octet vector that is not simple
+\(null when the vector is displaced).")
+
+(defvar **complex-octets-displaced-field** (declared-field **complex-octets-class** "isDisplaced")
+  "The field telling whether an octet vector that is not simple is displaced.")
+
+(defvar **simple-octets-on-buffer**
+  (java:jconstructor "org.armedbear.lisp.BasicVector_ByteBuffer" "java.nio.ByteBuffer" "boolean")
+  "The constructor of a simple octet vector on a given ByteBuffer.")
+
+(defun shared-simple-octets (vector)
+  "A simple octet vector whose elements are those of VECTOR, an octet vector
+that is not simple, up to VECTOR's total size: writing one writes the
+other.  NIL when ABCL keeps VECTOR's elements otherwise (VECTOR displaced)."
+  (when (and (java:jcall **class-instance-p** **complex-octets-class** vector)
+             (not (java:jcall **field-get** **complex-octets-displaced-field** vector)))
+    (let ((buffer (java:jcall **field-get** **complex-octets-buffer-field** vector)))
+      (when buffer
+        (let ((simple (java:jnew **simple-octets-on-buffer** buffer java:+false+)))
+          (and (= (length simple) (array-total-size vector))
+               simple))))))

@@ -42,20 +42,24 @@ has none to read), valid while ARRAY is pinned."
 
 (defun call-with-octet-vector-address (vector function)
   "Call FUNCTION with the address of the first element of VECTOR, an octet
-vector, simple or not.  ABCL gives no simple vector sharing the data of one
-that is not simple: its elements (up to its total size) are copied into a
-simple one, and back into VECTOR however FUNCTION exits."
-  (if (typep vector 'simple-octet-vector)
-      (with-pinned-objects (vector)
-        (funcall function (vector-pointer vector)))
-      (let* ((n (array-total-size vector))
-             (whole (cl:make-array n :element-type '(unsigned-byte 8) :displaced-to vector))
-             (copy (cl:make-array n :element-type '(unsigned-byte 8))))
-        (replace copy whole)
-        (unwind-protect
-             (with-pinned-objects (copy)
-               (funcall function (vector-pointer copy)))
-          (replace whole copy)))))
+vector, simple or not.  A vector that is not simple is reached through a
+simple one sharing its elements (SHARED-SIMPLE-OCTETS); when ABCL gives
+none (VECTOR displaced), VECTOR's elements (up to its total size) are
+copied into a simple vector, and back into VECTOR however FUNCTION exits."
+  (let ((simple (if (typep vector 'simple-octet-vector)
+                    vector
+                    (shared-simple-octets vector))))
+    (if simple
+        (with-pinned-objects (simple)
+          (funcall function (vector-pointer simple)))
+        (let* ((n (array-total-size vector))
+               (whole (cl:make-array n :element-type '(unsigned-byte 8) :displaced-to vector))
+               (copy (cl:make-array n :element-type '(unsigned-byte 8))))
+          (replace copy whole)
+          (unwind-protect
+               (with-pinned-objects (copy)
+                 (funcall function (vector-pointer copy)))
+            (replace whole copy))))))
 
 (defmacro with-octet-vector-address ((address vector) &body body)
   "Run BODY with ADDRESS bound to the address (an integer) of the first
