@@ -136,7 +136,7 @@ that loads binstore, nor for other systems' files."
                  (:file "clisp/os" :if-feature :clisp :depends-on ("portable/memory"))
                  (:file "clisp/runtime" :if-feature :clisp :depends-on ("portable/memory"))
                  (:file "clisp/objects" :if-feature :clisp :depends-on ("portable/memory" "portable/objects"))
-                 (:file "clisp/stack" :if-feature :clisp)
+                 (:file "clisp/stack" :if-feature :clisp :depends-on ("clisp/runtime"))
                  (:file "clisp/threads" :if-feature :clisp)
                  ;; ABCL's: the JVM through ABCL's Java interface (java.nio
                  ;; channels for descriptors), its structures and MOP

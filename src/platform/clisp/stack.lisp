@@ -51,6 +51,64 @@ thread must not go below, leaving MARGIN bytes free (and CLISP's reserve)."
   (let ((bottom (- (stack-top) (stack-size-limit))))
     (+ bottom margin +clisp-stack-reserve+)))
 
+;;; CLISP has a second stack, its STACK of Lisp values (768 KiB as Debian's
+;;; CLISP starts), whose overflow it does not survive either ("Lisp stack
+;;; overflow. RESET").  Its pointer and bounds are C globals of lisp.run,
+;;; which it keeps current when it calls out.  It grows upward here; both
+;;; directions are checked.
+
+(ffi:def-c-var lisp-stack-pointer (:name "STACK") (:type ffi:ulong)
+  (:library :default) (:read-only t))
+(ffi:def-c-var lisp-stack-start (:name "STACK_start") (:type ffi:ulong)
+  (:library :default) (:read-only t))
+(ffi:def-c-var lisp-stack-bound (:name "STACK_bound") (:type ffi:ulong)
+  (:library :default) (:read-only t))
+
+(defconstant +clisp-lisp-stack-reserve+ (* 128 1024)
+  "Bytes of CLISP's STACK kept free when a reader stops: its handlers' and
+the condition's frames.")
+
+(defun lisp-stack-exhausted-p ()
+  "True when CLISP's STACK has less than +CLISP-LISP-STACK-RESERVE+ bytes left."
+  (let ((pointer lisp-stack-pointer) (bound lisp-stack-bound))
+    (if (< lisp-stack-start bound)
+        (> pointer (- bound +clisp-lisp-stack-reserve+))
+        (< pointer (+ bound +clisp-lisp-stack-reserve+)))))
+
 (defun stack-exhausted-p (limit)
-  "True when the current stack pointer has gone below LIMIT."
-  (< (stack-pointer) limit))
+  "True when the current C stack pointer has gone below LIMIT, or CLISP's
+STACK of Lisp values is nearly full."
+  (or (< (stack-pointer) limit)
+      (lisp-stack-exhausted-p)))
+
+;;; Room to grow.  binstore writes and reads containers at most
+;;; +MAX-PHYSICAL-DEPTH+ (1000) deep, recursively.  CLISP's frames are large:
+;;; a level of hash tables or of two-dimensional arrays takes over 8 KiB of C
+;;; stack, so under Linux's usual 8 MiB limit storing tables 1000 deep
+;;; overflowed the stack (which CLISP does not survive as a condition: it
+;;; resets to its top level), and restoring structures 1000 deep, which
+;;; binstore itself wrote, stopped at the readers' check.  The main thread's
+;;; stack grows on demand up to the soft limit of the moment: binstore
+;;; raises that limit, when lower, to +CLISP-STACK-ROOM+ (within the hard
+;;; limit), when loaded and when a saved image starts.  16 MiB was enough
+;;; for every container 1000 deep; 64 MiB leaves room for the caller's own
+;;; frames and extension codecs.
+
+(defconstant +clisp-stack-room+ (* 64 1024 1024)
+  "The soft limit on the stack's size binstore ensures on CLISP, in bytes.")
+
+(defun ensure-stack-room ()
+  "Raise the process's soft limit on the stack's size to +CLISP-STACK-ROOM+
+when it is lower and the hard limit allows (to the hard limit otherwise).
+Return the soft limit now, NIL when unlimited."
+  (multiple-value-bind (soft hard) (posix:rlimit :stack)
+    (when soft                          ; NIL: unlimited
+      (let ((wanted (if hard (min hard +clisp-stack-room+) +clisp-stack-room+)))
+        (when (> wanted soft)
+          ;; refused only if the hard limit changed meanwhile: the readers
+          ;; then check against the limit there is
+          (ignore-errors (setf (posix:rlimit :stack) (values wanted hard))))))
+    (values (posix:rlimit :stack))))
+
+(ensure-stack-room)
+(call-when-image-starts 'ensure-stack-room)
