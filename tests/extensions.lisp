@@ -56,7 +56,9 @@
     (is (= 1 (ext-point-x back)))
     (is (= 2 (ext-point-y back)))
     ;; a structure's slot left out keeps what ALLOCATE-INSTANCE gave it
-    (is (not (consp (ext-point-memo back))))))
+    ;; (on CLISP no value: reading it signals UNBOUND-SLOT)
+    (is (not (consp (handler-case (ext-point-memo back)
+                      (unbound-slot () nil)))))))
 
 ;;; Construction and the hook after restore -------------------------------------
 

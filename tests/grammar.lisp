@@ -17,7 +17,7 @@ reference decoder; EXPLAIN explains.")
 (defun format-md-lines ()
   "The lines of doc/FORMAT.md."
   (with-open-file (in (asdf:system-relative-pathname "binstore" "doc/FORMAT.md")
-                      :external-format :utf-8)
+                      :external-format *utf-8*)
     (loop for line = (read-line in nil) while line collect line)))
 
 (defun table-cells (line)
@@ -551,21 +551,25 @@ form without a tracking tag)."
 (defun format-md-example-rows ()
   "The rows (value bytes) of FORMAT.md's table of examples."
   (let ((lines (member "## Examples" (format-md-lines) :test #'string=)))
+    ;; (FOR clauses before UNTIL: CLISP's LOOP steps them all first)
     (loop for line in (rest lines)
-          until (and (plusp (length line)) (char= (char line 0) #\#))
           for cells = (table-cells line)
+          until (and (plusp (length line)) (char= (char line 0) #\#))
           when (and cells (not (string= (first cells) "value"))
                     (not (every (lambda (c) (char= c #\-)) (first cells))))
             collect cells)))
 
 (defun hex-octets (text)
   "The octets of TEXT, two-digit hexadecimal numbers between backquotes and spaces."
-  (let ((text (remove #\` text)))
-    (loop for start = (position #\Space text :test #'char/=)
-            then (position #\Space text :start end :test #'char/=)
-          while start
-          for end = (or (position #\Space text :start start) (length text))
-          collect (parse-integer text :start start :end end :radix 16))))
+  (let ((text (remove #\` text))
+        (octets '())
+        (start 0))
+    (loop (setf start (position #\Space text :start start :test #'char/=))
+          (unless start
+            (return (nreverse octets)))
+          (let ((end (or (position #\Space text :start start) (length text))))
+            (push (parse-integer text :start start :end end :radix 16) octets)
+            (setf start end)))))
 
 (test format-md-examples-are-what-store-writes
   "Every row of FORMAT.md's table of examples is what STORE writes for its

@@ -844,7 +844,7 @@ in slices (+BOX-SLICE-BYTES+), so some boxes straddle a slice's end."
          (boxes (loop for i below 20000
                       collect (case (mod i 3)
                                 (0 (* i 1.5d0))
-                                (1 (complex (* i 0.25d0) (- i)))
+                                (1 (complex (* i 0.25d0) (- (float i 1d0))))
                                 (t (- (* i 3.75d0))))))
          (data (list vectors boxes (coerce boxes 'simple-vector)
                      (loop for i below 3000 collect (format nil "~a-~r" i i))

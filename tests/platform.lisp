@@ -121,10 +121,12 @@ as the JVM's one quiet NaN; CLISP has no NaN.")
 
 ;;; How deep the deepest test data nest: deep enough to pass the default
 ;;; :MAX-DEPTH (a million), within the tests' guard against hangs (a minute
-;;; an operation) on a Lisp fifty times slower than SBCL (ABCL).
+;;; an operation) on a Lisp fifty times slower than SBCL (ABCL), and in
+;;; fewer bytes than a CLISP vector holds (2^24).
 
-(defparameter *deep-nesting* #-abcl 10000000 #+abcl 2000000
-  "The depth of HOSTILE-TEN-MILLION-DEEP-LIST's list.")
+(defparameter *deep-nesting* #-(or abcl clisp) 10000000 #+(or abcl clisp) 2000000
+  "The depth of the deepest hostile data: HOSTILE-TEN-MILLION-DEEP-LIST's
+list and HOSTILE-TEN-MILLION-DEEP-INPUT's input.")
 
 ;;; Integers a collection never takes from a weak hash table.
 
@@ -210,6 +212,12 @@ keeps a local known to be a DOUBLE-FLOAT unboxed and boxes it afresh at
 each use, so the data would hold equal numbers, not one number twice
 (which CL permits: EQ on numbers is the implementation's choice)."
   x)
+
+;;; Files.
+
+(defparameter *utf-8* #-clisp :utf-8 #+clisp charset:utf-8
+  "The external format of UTF-8 text files for OPEN (an object of its own
+on CLISP, which takes no keyword there).")
 
 ;;; Random states.  The same seed gives the same sequence on one Lisp;
 ;;; the Lisps' generators differ, so a seed names a different datum on each.

@@ -114,13 +114,16 @@ Lisp)."
 (defun lacked-here-p (code)
   "True when the block CODE needs what this Lisp lacks, so that the suite
 does not run it here: binstore/compression (which loads on SBCL and ECL
-only), or character strings apart from base strings (its expected values
+only), character strings apart from base strings (its expected values
 name the \"string\" family, which ABCL, whose strings are all base
-strings, writes ASCII text as)."
+strings, writes ASCII text as), or OPEN's external format :UTF-8 (CLISP
+names it CHARSET:UTF-8)."
   (or (and (search "binstore/compression" code)
            (not (asdf:component-loaded-p "binstore/compression")))
       (and (search "\"string\"" code)
-           (not (specialized-here-p 'base-char)))))
+           (not (specialized-here-p 'base-char)))
+      (and (search ":external-format :utf-8" code)
+           (not (eq *utf-8* :utf-8)))))
 
 (defun arrow-comment (line)
   "The TEXT of LINE when LINE, less leading blanks, is a `;; => TEXT'
@@ -194,7 +197,7 @@ it ran without signalling an error, and one for each `;; =>' comment met."
   "Every ```lisp block of README.md runs without error, in document order, in
 one fresh package; ;; => comments hold."
   (let* ((blocks (fenced-blocks (uiop:read-file-string (readme-pathname)
-                                                       :external-format :utf-8)))
+                                                       :external-format *utf-8*)))
          ;; a fixed name: a record holding a symbol of the package spells
          ;; its name, and the examples' byte counts hold on every Lisp
          (package (progn (when (find-package "BINSTORE-README")

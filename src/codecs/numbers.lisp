@@ -190,11 +190,30 @@ float)."
 (defun write-complex (ss x)
   (declare (optimize speed))
   (let ((ob (ss-obuf ss)))
-    (if (typep x '(complex rational))
-        (progn (write-u8 ob +tag-complex-rational+)
-               (write-object ss (realpart x))
-               (write-object ss (imagpart x)))
-        (write-complex-float ob x))))
+    (cond ((typep x '(complex rational))
+           (write-u8 ob +tag-complex-rational+)
+           (write-object ss (realpart x))
+           (write-object ss (imagpart x)))
+          ((typep x '(or (complex double-float) (complex single-float)))
+           (write-complex-float ob x))
+          (t (write-complex-float ob (float-complex-by-contagion ss x))))))
+
+(defun float-complex-by-contagion (ss x)
+  "X, a complex neither rational nor of two single or two double floats, as
+the complex of floats the format has: on CLISP, which keeps parts of
+different types (#C(0.25d0 -1)), the complex whose parts are X's converted
+to the widest float format among them, as the standard's float contagion
+makes (COMPLEX 0.25d0 -1) on every other Lisp (doc/FORMAT.md, Across
+Lisps).  UNSTORABLE-OBJECT for a part of a float format the format lacks
+\(CLISP's short and long floats, ECL's long floats)."
+  (let ((re (realpart x)) (im (imagpart x)))
+    (flet ((format-part-p (part) (typep part '(or rational single-float double-float))))
+      (unless (and (format-part-p re) (format-part-p im))
+        (unstorable ss x)))
+    (let ((type (if (or (typep re 'double-float) (typep im 'double-float))
+                    'double-float
+                    'single-float)))
+      (complex (coerce re type) (coerce im type)))))
 
 (defun write-complex-float (ob x)
   (declare (type (or (complex double-float) (complex single-float)) x))
