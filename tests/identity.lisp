@@ -87,6 +87,55 @@
           (aref array 1 1) (list :back table))
     (check-same table (round-trip table))))
 
+
+(test displaced-arrays-inside-their-own-targets
+  "A displaced array held by its own target (directly, or through a list, a
+table or a chain of displacements) restores as one array, by both decoders
+and in every tracking mode: the array takes its id only once its target is
+read, so the target's contents are written after it (LATER and FILL)."
+  (flet ((check-shape (make-data find-inner)
+           (dolist (options '(() (:support-shared-list-structures nil)
+                              (:support-shared-list-structures t)))
+             (let* ((data (funcall make-data))
+                    (octets (apply #'binstore:store nil data options)))
+               (is (funcall find-inner data) "the data's own inner array")
+               (dolist (copy (list (binstore:restore octets)
+                                   (first (binstore::reference-restore octets))))
+                 (check-same data copy :conses (getf options :support-shared-list-structures t))
+                 (is (funcall find-inner copy) "one array after ~s" options))))))
+    ;; the target holds the array in a one-element vector
+    (check-shape (lambda ()
+                   (let* ((target (make-array 10 :initial-element 0))
+                          (a (make-array '(3 1 3) :displaced-to target :displaced-index-offset 1)))
+                     (setf (svref target 0) (vector a))
+                     a))
+                 (lambda (a) (eq a (svref (svref (array-displacement a) 0) 0))))
+    ;; the array is met first through a list, then as the table key within
+    (check-shape (lambda ()
+                   (let* ((target (make-array 4 :initial-element nil))
+                          (a (make-array 3 :displaced-to target :displaced-index-offset 1))
+                          (table (make-hash-table :test 'equal)))
+                     (setf (gethash a table) (list a)
+                           (svref target 0) table)
+                     (list a target)))
+                 (lambda (data)
+                   (destructuring-bind (a target) data
+                     (let ((table (svref target 0)))
+                       (and (eq target (array-displacement a))
+                            (eq a (loop for k being the hash-keys of table return k))
+                            (eq a (first (gethash a table))))))))
+    ;; a chain: A displaced to B displaced to a two-dimensional T array
+    ;; holding A
+    (check-shape (lambda ()
+                   (let* ((base (make-array '(2 3) :initial-element :x))
+                          (b (make-array 5 :displaced-to base :displaced-index-offset 1))
+                          (a (make-array 2 :displaced-to b :displaced-index-offset 3)))
+                     (setf (aref base 0 0) a)
+                     a))
+                 (lambda (a)
+                   (let* ((b (array-displacement a))
+                          (base (array-displacement b)))
+                     (eq a (aref base 0 0)))))))
 (test shared-list-structure
   (flet ((round-trip-lists (data)
            (round-trip data :support-shared-list-structures t)))

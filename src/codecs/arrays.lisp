@@ -648,7 +648,7 @@ array, the array it is displaced to and the offset."
     (when (array-has-fill-pointer-p a) (write-varint ob (fill-pointer a)))
     (multiple-value-bind (target offset) (array-displacement a)
       (when target
-        (write-object ss target)
+        (write-displaced-target ss target)
         (write-varint ob offset)))
     nil))
 

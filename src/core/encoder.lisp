@@ -111,15 +111,7 @@ then (with its id taken) its contents."
           ;; with tracked conses, only a list not written before
           ((and (consp x) (short-tracked-list-candidate-p ss x) (write-short-leaf-list ss x)))
           ((and (>= (ss-depth ss) +max-physical-depth+) (not (ss-no-defer ss)))
-           ;; LATER and the header now; the contents after this record, in a
-           ;; FILL naming the container by its rank among the LATERs.
-           (write-u8 (ss-obuf ss) +tag-later+)
-           (let ((info (write-container-header ss x)))
-             (when (and tracked (not (consp x)))
-               (remember ss x))
-             (push (list x (prog1 (ss-next-later ss) (incf (ss-next-later ss)))
-                         (+ (ss-depth ss) (ss-depth-base ss)) info)
-                   (ss-deferred ss))))
+           (write-deferred-container ss x tracked))
           ((and (consp x) (one-walk-list-p ss x))
            (incf (ss-depth ss))
            (check-store-depth ss)
@@ -138,6 +130,35 @@ then (with its id taken) its contents."
              (check-store-depth ss)
              (write-container-contents ss x info)
              (decf (ss-depth ss)))))))
+
+(defun write-deferred-container (ss x tracked)
+  "Write the container X deferred: LATER and its header now (its id taken
+when TRACKED); its contents after this record, in a FILL naming X by its
+rank among the LATERs (WRITE-DEFERRED-CONTENTS)."
+  (declare (type store-state ss))
+  (write-u8 (ss-obuf ss) +tag-later+)
+  (let ((info (write-container-header ss x)))
+    (when (and tracked (not (consp x)))
+      (remember ss x))
+    (push (list x (prog1 (ss-next-later ss) (incf (ss-next-later ss)))
+                (+ (ss-depth ss) (ss-depth-base ss)) info)
+          (ss-deferred ss))))
+
+(defun write-displaced-target (ss target)
+  "Write TARGET, the array a displaced array is displaced to (in the
+displaced array's header).  The displaced array takes its id only once its
+target is complete; so a target whose elements are objects (a simple
+vector, a T array) is written deferred, its contents after the record, when
+references are tracked: an element that is the displaced array, or holds
+it, then finds it written, where inline it would be written a second time
+and restored as a second array (doc/FORMAT.md, Arrays)."
+  (declare (type store-state ss))
+  (cond ((not (or (simple-vector-p target) (general-t-array-p target)))
+         (write-object ss target))
+        ((or (not (ss-track ss)) (ss-no-defer ss))
+         (write-container-object ss target))
+        ((written-before-p ss target))
+        (t (write-deferred-container ss target t))))
 
 (defun write-deferred-contents (ss)
   "Write a FILL record for every deferred container, including those that
