@@ -154,6 +154,31 @@ time in proportion to the bytes, not to their square."
 (defun store-into-vector (vector limit encode-fn)
   "Append to VECTOR, an octet vector with a fill pointer, writing in place;
 return VECTOR."
+  (if (and +non-simple-octets-copied-p+ (adjustable-array-p vector))
+      (store-appending-copy vector limit encode-fn)
+      (store-into-vector-in-place vector limit encode-fn)))
+
+(defun store-appending-copy (vector limit encode-fn)
+  "STORE-INTO-VECTOR where the platform reaches a vector that is not simple
+only by copying all its elements (+NON-SIMPLE-OCTETS-COPIED-P+): the record
+is written into an output region, then copied after VECTOR's fill pointer,
+so that appending record after record costs time in proportion to the
+bytes, not to the vector's size at each append."
+  (flet ((encode-to-vector (ob)
+           (funcall encode-fn ob)
+           (region-to-vector ob)))
+    (declare (dynamic-extent #'encode-to-vector))
+    (let* ((record (call-with-region-obuf limit #'encode-to-vector))
+           (start (fill-pointer vector))
+           (end (+ start (length record))))
+      (when (> end (array-total-size vector))
+        (setf vector (adjust-array vector (grown-size vector end))))
+      (setf (fill-pointer vector) end)
+      (replace vector record :start1 start)
+      vector)))
+
+(defun store-into-vector-in-place (vector limit encode-fn)
+  "STORE-INTO-VECTOR writing into VECTOR's own elements."
   (let* ((start (fill-pointer vector))
          (capacity (- (array-total-size vector) start))
          (sink (make-vector-sink vector))

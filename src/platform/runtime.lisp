@@ -66,6 +66,11 @@ specialized vectors); valid only while ARRAY is pinned
   (+ (logandc2 (sb-kernel:get-lisp-obj-address array) sb-vm:lowtag-mask)
      (* sb-vm:vector-data-offset +word-bytes+)))
 
+(defconstant +non-simple-octets-copied-p+ nil
+  "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
+vector that is not simple by copying them all in and out (not on SBCL): appending
+to an adjustable vector then writes the record elsewhere and copies it in.")
+
 (defmacro with-octet-vector-address ((address vector) &body body)
   "Run BODY with ADDRESS bound to the address (an integer) of the first
 element of VECTOR, an octet vector, simple or not (adjustable, with a fill

@@ -40,6 +40,11 @@ segment: bytes for octets, characters, 16- and 32-bit integers; a T vector
 has none to read), valid while ARRAY is pinned."
   (vector-pointer array))
 
+(defconstant +non-simple-octets-copied-p+ nil
+  "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
+vector that is not simple by copying them all in and out (on ABCL only a displaced one: an adjustable one shares its buffer): appending
+to an adjustable vector then writes the record elsewhere and copies it in.")
+
 (defun call-with-octet-vector-address (vector function)
   "Call FUNCTION with the address of the first element of VECTOR, an octet
 vector, simple or not.  A vector that is not simple is reached through a

@@ -39,6 +39,11 @@ segment: bytes for octets, characters, 16- and 32-bit integers; a T vector
 has none to read), valid while ARRAY is pinned."
   (vector-pointer array))
 
+(defconstant +non-simple-octets-copied-p+ t
+  "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
+vector that is not simple by copying them all in and out (CLISP, which gives no pointer into one): appending
+to an adjustable vector then writes the record elsewhere and copies it in.")
+
 (defun call-with-octet-vector-address (vector function)
   "Call FUNCTION with the address of the first element of VECTOR, an octet
 vector, simple or not.  CLISP gives no pointer into a vector that is not
