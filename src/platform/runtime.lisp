@@ -68,8 +68,9 @@ specialized vectors); valid only while ARRAY is pinned
 
 (defconstant +non-simple-octets-copied-p+ nil
   "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
-vector that is not simple by copying them all in and out (not on SBCL): appending
-to an adjustable vector then writes the record elsewhere and copies it in.")
+vector that is not simple by copying them all in and out: not on SBCL.  Where
+it is true, appending to an adjustable vector writes the record elsewhere
+and copies it in.")
 
 (defmacro with-octet-vector-address ((address vector) &body body)
   "Run BODY with ADDRESS bound to the address (an integer) of the first

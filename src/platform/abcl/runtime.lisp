@@ -42,8 +42,10 @@ has none to read), valid while ARRAY is pinned."
 
 (defconstant +non-simple-octets-copied-p+ nil
   "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
-vector that is not simple by copying them all in and out (on ABCL only a displaced one: an adjustable one shares its buffer): appending
-to an adjustable vector then writes the record elsewhere and copies it in.")
+vector that is not simple by copying them all in and out: on ABCL only a
+displaced one (an adjustable one shares its buffer).  Where it is true,
+appending to an adjustable vector writes the record elsewhere and copies it
+in.")
 
 (defun call-with-octet-vector-address (vector function)
   "Call FUNCTION with the address of the first element of VECTOR, an octet
@@ -57,14 +59,7 @@ copied into a simple vector, and back into VECTOR however FUNCTION exits."
     (if simple
         (with-pinned-objects (simple)
           (funcall function (vector-pointer simple)))
-        (let* ((n (array-total-size vector))
-               (whole (cl:make-array n :element-type '(unsigned-byte 8) :displaced-to vector))
-               (copy (cl:make-array n :element-type '(unsigned-byte 8))))
-          (replace copy whole)
-          (unwind-protect
-               (with-pinned-objects (copy)
-                 (funcall function (vector-pointer copy)))
-            (replace whole copy))))))
+        (call-with-octets-copy vector function))))
 
 (defmacro with-octet-vector-address ((address vector) &body body)
   "Run BODY with ADDRESS bound to the address (an integer) of the first

@@ -41,24 +41,19 @@ has none to read), valid while ARRAY is pinned."
 
 (defconstant +non-simple-octets-copied-p+ t
   "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
-vector that is not simple by copying them all in and out (CLISP, which gives no pointer into one): appending
-to an adjustable vector then writes the record elsewhere and copies it in.")
+vector that is not simple by copying them all in and out: on CLISP, which
+gives no pointer into one.  Appending to an adjustable vector then writes
+the record elsewhere and copies it in.")
 
 (defun call-with-octet-vector-address (vector function)
   "Call FUNCTION with the address of the first element of VECTOR, an octet
 vector, simple or not.  CLISP gives no pointer into a vector that is not
 simple: its elements (up to its total size) are copied into a simple one,
-and back into VECTOR when FUNCTION returns."
+and back into VECTOR however FUNCTION exits (CALL-WITH-OCTETS-COPY)."
   (if (typep vector '(simple-array (unsigned-byte 8) (*)))
       (with-pinned-objects (vector)
         (funcall function (vector-pointer vector)))
-      (let* ((n (array-total-size vector))
-             (whole (cl:make-array n :element-type '(unsigned-byte 8) :displaced-to vector))
-             (copy (cl:make-array n :element-type '(unsigned-byte 8))))
-        (replace copy whole)
-        (with-pinned-objects (copy)
-          (multiple-value-prog1 (funcall function (vector-pointer copy))
-            (replace whole copy))))))
+      (call-with-octets-copy vector function)))
 
 (defmacro with-octet-vector-address ((address vector) &body body)
   "Run BODY with ADDRESS bound to the address (an integer) of the first

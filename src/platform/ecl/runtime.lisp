@@ -37,8 +37,9 @@ any element type; valid only while ARRAY is kept alive."
 
 (defconstant +non-simple-octets-copied-p+ nil
   "True where WITH-OCTET-VECTOR-ADDRESS reaches the elements of an octet
-vector that is not simple by copying them all in and out (not on ECL): appending
-to an adjustable vector then writes the record elsewhere and copies it in.")
+vector that is not simple by copying them all in and out: not on ECL.  Where
+it is true, appending to an adjustable vector writes the record elsewhere
+and copies it in.")
 
 (defmacro with-octet-vector-address ((address vector) &body body)
   "Run BODY with ADDRESS bound to the address (an integer) of the first

@@ -221,6 +221,20 @@ CHARACTER-STRING-POINTER for four bytes each); a 16- or 32-bit vector's
 elements, little-endian; any other vector's elements cannot be read."
   (segment-pointer vector (vector-segment-kind vector)))
 
+(defun call-with-octets-copy (vector function)
+  "Call FUNCTION with a pointer to a simple copy of the elements of VECTOR,
+an octet vector (up to its total size), and copy them back into VECTOR
+however FUNCTION exits (as SBCL leaves what a failed store wrote in place).
+For the Lisps that give no pointer into a vector that is not simple."
+  (let* ((n (array-total-size vector))
+         (whole (cl:make-array n :element-type '(unsigned-byte 8) :displaced-to vector))
+         (copy (cl:make-array n :element-type '(unsigned-byte 8))))
+    (replace copy whole)
+    (unwind-protect
+         (with-pinned-objects (copy)
+           (funcall function (vector-pointer copy)))
+      (replace whole copy))))
+
 (defun character-string-pointer (string)
   "A pointer to the characters of the simple STRING as 32-bit integers,
 their codes, little-endian (SBCL's layout of a character string, which the
