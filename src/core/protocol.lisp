@@ -31,6 +31,13 @@
 ;;;   it does not write in one function (its class's first, or one to defer).
 (declaim (ftype (function (store-state t) *) write-container-object))
 
+;;; WRITE-DISPLACED-TARGET ss target -> (ignored)           encoder.lisp
+;;;   Write TARGET, the array a displaced array is displaced to: a
+;;;   container with objects not written before is deferred (LATER), so
+;;;   that the displaced array has its id before the target's contents are
+;;;   written.  Called by WRITE-ARRAY-HEADER (arrays.lisp).
+(declaim (ftype (function (store-state t) *) write-displaced-target))
+
 ;;; READ-TAGGED rs tag -> object                            decoder.lisp
 ;;;   Read the object whose type tag TAG (not an in-tag small integer or
 ;;;   small reference: OBJECT-FROM-TAG handles those inline) was just
