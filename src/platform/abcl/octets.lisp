@@ -10,12 +10,14 @@
 
 (in-package #:binstore)
 
+(defun declared-field (class name)
+  "CLASS's field NAME, made readable."
+  (let ((field (java:jcall "getDeclaredField" class name)))
+    (java:jcall "setAccessible" field t)
+    field))
+
 (defvar **octets-buffer-field**
-    (let ((field (java:jcall "getDeclaredField"
-                             (java:jclass "org.armedbear.lisp.BasicVector_ByteBuffer")
-                             "elements")))
-      (java:jcall "setAccessible" field t)
-      field)
+  (declared-field (java:jclass "org.armedbear.lisp.BasicVector_ByteBuffer") "elements")
   "The field of a simple (unsigned-byte 8) vector holding its ByteBuffer.")
 
 ;;; Java's methods, looked up once: called by name on an object whose class
@@ -65,12 +67,6 @@ costs less than the buffers."
   "ABCL's class of the octet vectors that are not simple.")
 
 (define-java-method **class-instance-p** "java.lang.Class" "isInstance" "java.lang.Object")
-
-(defun declared-field (class name)
-  "CLASS's field NAME, made readable."
-  (let ((field (java:jcall "getDeclaredField" class name)))
-    (java:jcall "setAccessible" field t)
-    field))
 
 (defvar **complex-octets-buffer-field** (declared-field **complex-octets-class** "elements")
   "The field holding the ByteBuffer of an octet vector that is not simple
