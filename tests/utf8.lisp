@@ -369,6 +369,23 @@ the processor has them) and without."
     (check)
     (call-without-avx2 #'check)))
 
+(test length-counts-every-threshold-in-every-lane
+  "UTF8-LENGTH of random stretches of a string of code points on each side
+of every length threshold (and the surrogates), against the sum of each
+character's encoding length: the word-at-a-time count adds the three
+thresholds of two characters a word, for either lane."
+  (let ((edges '(0 #x7F #x80 #x7FF #x800 #xD7FF #xD800 #xDFFF #xE000 #xFFFF #x10000 #x10FFFF))
+        (state (seeded-random-state 3407))
+        (string (make-string 300)))
+    (flet ((bytes (code) (cond ((< code #x80) 1) ((< code #x800) 2) ((< code #x10000) 3) (t 4))))
+      (dotimes (round 300)
+        (dotimes (i (length string))
+          (setf (char string i) (code-char (elt edges (random (length edges) state)))))
+        (let* ((a (random 300 state)) (b (+ a (random (- 301 a) state))))
+          (is (= (loop for i from a below b sum (bytes (char-code (char string i))))
+                 (binstore:utf8-length string :start a :end b))
+              "~d to ~d" a b))))))
+
 (test kernels-check-their-bounds
   "Every kernel that runs unchecked refuses bounds outside its memory."
   (let* ((bytes (utf8-octets "abcdefgh"))

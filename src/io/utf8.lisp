@@ -110,7 +110,8 @@ leaves the rest to them: READ-UTF8-CHAR refills the window for a sequence
 cut by END, and signals at the right offset for a bad one.  ASCII goes
 thirty-two bytes a step where the processor has AVX2 (ASCII-MASK-32 and
 WIDEN-32), else eight, each word widened into eight characters by four
-stores."
+stores; a word whose first bytes only are ASCII is widened too, and
+those bytes taken."
   (declare (type (simple-array character (*)) string) (type index i count pos end)
            (type word address) (optimize speed))
   ;; The unchecked accesses below stay within [POS, END), the window's valid
@@ -129,34 +130,46 @@ stores."
                 do (let ((b0 (at 0))
                          (room (- end pos)))
                      (declare (type (unsigned-byte 8) b0) (type index room))
-                     (cond ((and wide (< b0 #x80) (>= room 32) (<= (+ i 32) count)
-                                 (zerop (ascii-mask-32 (+ address pos))))
-                            ;; a run of ASCII, 32 characters a step: reads
-                            ;; below END, writes below COUNT
-                            (let ((to (pointer-address out)))
-                              (loop do (widen-32 (+ address pos) (+ to (* 4 i)))
-                                       (setf i (+ i 32) pos (+ pos 32))
-                                    while (and (<= (+ pos 32) end) (<= (+ i 32) count)
-                                               (zerop (ascii-mask-32 (+ address pos)))))))
-                           ((< b0 #x80)
-                            (let ((w (if (and (>= room 8) (<= (+ i 8) count))
-                                         (mem-u64 sap pos)
-                                         +high-bits+)))
-                              (declare (type word w))
-                              (cond ((ascii-word-p w)
-                                     ;; eight characters, two to a store
-                                     (let ((o (* 4 i)))
-                                       (setf (mem-u64 out o)
-                                             (logior (ldb (byte 8 0) w) (ash (ldb (byte 8 8) w) 32))
-                                             (mem-u64 out (+ o 8))
-                                             (logior (ldb (byte 8 16) w) (ash (ldb (byte 8 24) w) 32))
-                                             (mem-u64 out (+ o 16))
-                                             (logior (ldb (byte 8 32) w) (ash (ldb (byte 8 40) w) 32))
-                                             (mem-u64 out (+ o 24))
-                                             (logior (ldb (byte 8 48) w) (ash (ldb (byte 8 56) w) 32))))
-                                     (setf i (+ i 8) pos (+ pos 8)))
-                                    (t (put b0)
-                                       (setf i (+ i 1) pos (+ pos 1))))))
+                     (cond ((< b0 #x80)
+                            (if (and (>= room 8) (<= (+ i 8) count))
+                                (let* ((w (mem-u64 sap pos))
+                                       (high (logand w +high-bits+)))
+                                  (declare (type word w high))
+                                  (if (and (zerop high) wide (>= room 32) (<= (+ i 32) count)
+                                           (zerop (ascii-mask-32 (+ address pos))))
+                                      ;; a run of ASCII, 32 characters a step:
+                                      ;; reads below END, writes below COUNT
+                                      (let ((to (pointer-address out)))
+                                        (loop do (widen-32 (+ address pos) (+ to (* 4 i)))
+                                                 (setf i (+ i 32) pos (+ pos 32))
+                                              while (and (<= (+ pos 32) end) (<= (+ i 32) count)
+                                                         (zerop (ascii-mask-32 (+ address pos))))))
+                                      ;; the eight bytes widened into eight
+                                      ;; characters, two to a store; only
+                                      ;; those before the first byte that is
+                                      ;; not ASCII are taken, the others
+                                      ;; written again by what follows (all
+                                      ;; below COUNT)
+                                      (let ((o (* 4 i))
+                                            (ascii (if (zerop high)
+                                                       8
+                                                       ;; the lowest high bit is
+                                                       ;; bit 7 of byte ASCII
+                                                       (ash (1- (integer-length
+                                                                 (logand high (ldb (byte 64 0) (- high)))))
+                                                            -3))))
+                                        (declare (type (integer 1 8) ascii))
+                                        (setf (mem-u64 out o)
+                                              (logior (ldb (byte 8 0) w) (ash (ldb (byte 8 8) w) 32))
+                                              (mem-u64 out (+ o 8))
+                                              (logior (ldb (byte 8 16) w) (ash (ldb (byte 8 24) w) 32))
+                                              (mem-u64 out (+ o 16))
+                                              (logior (ldb (byte 8 32) w) (ash (ldb (byte 8 40) w) 32))
+                                              (mem-u64 out (+ o 24))
+                                              (logior (ldb (byte 8 48) w) (ash (ldb (byte 8 56) w) 32)))
+                                        (setf i (+ i ascii) pos (+ pos ascii)))))
+                                (progn (put b0)
+                                       (setf i (+ i 1) pos (+ pos 1)))))
                            ((< b0 #xC2) (return))
                            ((< b0 #xE0)
                             (unless (and (>= room 2) (= (logand (at 1) #xC0) #x80))
@@ -291,11 +304,30 @@ tenth)."
 
 (declaim (notinline put-utf8-words))
 
+(defconstant +lane-top-bits+ #x8000000080000000
+  "Bit 31 of each of the two characters (32-bit lanes) a word holds.")
+
+(declaim (inline pair-extra-bytes))
+(defun pair-extra-bytes (x)
+  "For the two characters of the word X, the bytes their UTF-8 encodings
+take beyond one each (a code at or above #x80, #x800, #x10000 adds one
+for each), as a word with each lane's count in bits 0-1 and 32-33."
+  (declare (type word x))
+  ;; ADDEND holds 2^31 - T in each lane: the sum sets a lane's bit 31 exactly
+  ;; when its code reaches T; a code is below 2^21, so no lane carries over
+  (flet ((reached (addend)
+           (ash (logand (ldb (byte 64 0) (+ x addend)) +lane-top-bits+) -31)))
+    (declare (inline reached))
+    (+ (reached #x7FFFFF807FFFFF80)     ; T = #x80
+       (reached #x7FFFF8007FFFF800)     ; T = #x800
+       (reached #x7FFF00007FFF0000))))  ; T = #x10000
+
 (defun utf8-chars-length (string start end)
   "The bytes of the UTF-8 encoding of the characters of the character STRING
-from START to END.  Each character adds one byte per threshold (#x80,
-#x800, #x10000) it reaches, found without a branch; eight ASCII characters
-a step."
+from START to END.  Eight characters a step: all ASCII, eight bytes;
+otherwise each word of two characters adds, without a branch, one byte per
+threshold (#x80, #x800, #x10000) each character reaches (PAIR-EXTRA-BYTES).
+The last characters one by one."
   (declare (type (simple-array character (*)) string) (type index start end)
            (optimize speed))
   (unless (<= start end (length string))
@@ -306,19 +338,19 @@ a step."
     (with-pinned-objects (string)
       (let ((in (character-string-pointer string))) ; on SBCL VECTOR-POINTER
         (locally (declare (optimize (safety 0)))
+          (loop while (<= (+ k 8) end)
+                do (let* ((o (* 4 k))
+                          (a (mem-u64 in o)) (b (mem-u64 in (+ o 8)))
+                          (c (mem-u64 in (+ o 16))) (d (mem-u64 in (+ o 24))))
+                     (declare (type word a b c d))
+                     (unless (zerop (logand (logior a b c d) +narrow-mask+))
+                       ;; each lane of the sum at most 12: no carry between them
+                       (let ((extra (+ (pair-extra-bytes a) (pair-extra-bytes b)
+                                       (pair-extra-bytes c) (pair-extra-bytes d))))
+                         (declare (type word extra))
+                         (incf bytes (+ (ldb (byte 32 0) extra) (ash extra -32)))))
+                     (incf k 8)))
           (loop while (< k end)
-                do (if (and (<= (+ k 8) end)
-                            (let ((o (* 4 k)))
-                              (zerop (logand (logior (mem-u64 in o) (mem-u64 in (+ o 8))
-                                                     (mem-u64 in (+ o 16)) (mem-u64 in (+ o 24)))
-                                             +narrow-mask+))))
-                       (incf k 8)
-                       ;; not eight ASCII characters: up to eight one by one
-                       (loop repeat 8 while (< k end)
-                             do (let ((c (char-code (schar string k))))
-                                  ;; C + 2^31 - T reaches 2^31, bit 31, when C >= T
-                                  (incf bytes (+ (ldb (byte 1 31) (+ c (- #x80000000 #x80)))
-                                                 (ldb (byte 1 31) (+ c (- #x80000000 #x800)))
-                                                 (ldb (byte 1 31) (+ c (- #x80000000 #x10000)))))
-                                  (incf k))))))))
+                do (incf bytes (1- (code-utf8-length (char-code (schar string k)))))
+                   (incf k)))))
     bytes))
