@@ -447,10 +447,10 @@ runway it returns reaches that far."
 
 (test (runway-reaches-huge-page-boundaries :fixture format-2-defaults)
   "Where huge pages work, EXTEND-RUNWAY ends at a 2 MiB boundary when its
-bytes and reach go as far as the end of the point's chunk: that end, or the
-boundary past its stretch, so that PREFAULT meets the chunk after the
-point's whole and asks for its collapse, however little of it the reach
-takes.  It stops at point, bytes and +RUNWAY-BYTES+ when they do not go
+bytes and reach go +RUNWAY-BYTES+ into the chunk after the point's (or
+further): the end of the point's chunk, or the boundary past its stretch,
+so that PREFAULT meets the chunk after the point's whole and asks for its
+collapse.  It stops at point, bytes and +RUNWAY-BYTES+ when they do not go
 that far, at its limit always, and without huge pages."
   (let ((c binstore::+prefault-chunk-pages+)
         (chunk-bytes binstore::+huge-page-bytes+)
@@ -476,17 +476,20 @@ that far, at its limit always, and without huge pages."
                        (runway (fake-page (* 4 c)) point 1000 start end far)))
             (is (equal `((:populate ,c 1) (:collapse ,c ,c)) (fake-calls fake))
                 "from the old end: the chunk after it, whole"))))
-      ;; from 10 KB below a boundary, a reach past it, however short, maps
-      ;; the whole chunk after it, as a huge page; one short of the boundary
-      ;; asks for nothing
+      ;; from 10 KB below a boundary, a reach +RUNWAY-BYTES+ into the chunk
+      ;; after it maps that chunk whole, as a huge page; one that goes less
+      ;; far into it, or stops short of the boundary, asks for nothing
       (with-fake-kernel (fake)
         (let ((point (- (+ base chunk-bytes) (* 10 kb))))
           (is (equal (list point (+ base (* 2 chunk-bytes)))
-                     (runway (fake-page (* 2 c)) point 1000 0 0 (* 18 kb))))
+                     (runway (fake-page (* 2 c)) point 1000 0 0
+                             (+ (* 10 kb) binstore::+runway-bytes+))))
           (is (equal `((:populate ,(- c 3) 3) (:populate ,c 1) (:collapse ,c ,c)) (fake-calls fake)))
-          (is (equal (list point (+ point 1000 binstore::+prefault-bytes+))
-                     (runway (fake-page (* 2 c)) point 1000 0 0 (* 4 kb))))
-          (is (null (fake-requests fake)))))
+          (dolist (reach (list (* 18 kb) (* 4 kb)))
+            (is (equal (list point (+ point 1000 binstore::+prefault-bytes+))
+                       (runway (fake-page (* 2 c)) point 1000 0 0 reach))
+                "reach ~d" reach)
+            (is (null (fake-requests fake)) "reach ~d" reach))))
       ;; the limit comes first: no boundary, no collapse
       (with-fake-kernel (fake)
         (let ((point (- (+ base chunk-bytes) (* 10 kb)))
@@ -506,23 +509,29 @@ that far, at its limit always, and without huge pages."
 
 (test (short-of-huge-page-tells-the-chunk-end :fixture format-2-defaults)
   "SHORT-OF-HUGE-PAGE-P: where huge pages are to be had, whether the bytes
-from the point stop before the end of the point's 2 MiB chunk; never
-without them."
-  (let ((boundary (+ *fake-base* binstore::+huge-page-bytes+)))
+from the point stop before they go +RUNWAY-BYTES+ into the 2 MiB chunk
+after the point's; never without them."
+  (let ((boundary (+ *fake-base* binstore::+huge-page-bytes+))
+        (into binstore::+runway-bytes+))
     (with-fake-kernel (fake)
-      (is (binstore::short-of-huge-page-p (- boundary 10240) 10239))
-      (is (not (binstore::short-of-huge-page-p (- boundary 10240) 10240)))
-      (is (binstore::short-of-huge-page-p boundary (1- binstore::+huge-page-bytes+)) "at a boundary: the chunk above")
+      (is (binstore::short-of-huge-page-p (- boundary 10240) 10239) "short of the boundary")
+      (is (binstore::short-of-huge-page-p (- boundary 10240) (+ 10240 into -1)) "not far enough past it")
+      (is (not (binstore::short-of-huge-page-p (- boundary 10240) (+ 10240 into))))
+      (is (binstore::short-of-huge-page-p boundary (+ binstore::+huge-page-bytes+ into -1))
+          "at a boundary: the chunk above, then the next")
+      (is (not (binstore::short-of-huge-page-p boundary (+ binstore::+huge-page-bytes+ into))))
       (let ((binstore:*huge-pages* nil))
         (is (not (binstore::short-of-huge-page-p (- boundary 10240) 16))))
       (is (null (fake-requests fake)) "a question about numbers: no call"))))
 
 (test (runways-stop-short-of-huge-pages :fixture format-2-defaults)
   "Where huge pages are to be had, a look whose reach stops short of the next
-2 MiB boundary leaves the runway as it was (small pages cost what their
-faults do); one whose reach goes past that boundary extends it.  Without
-huge pages, the short reach extends it too.  (Real allocation points; the
-simulated kernel says huge pages work, whatever this machine has.)"
+2 MiB boundary, or goes past it by less than +RUNWAY-BYTES+, leaves the
+runway as it was (small pages cost what their faults do, and a huge page
+there would serve what allocates after the restore); one whose reach goes
+that far past the boundary extends it.  Without huge pages, every one of
+them extends it.  (Real allocation points; the simulated kernel says huge
+pages work, whatever this machine has.)"
   (let ((kb 1024)
         (keep (make-array 60)))
     (flet ((move-point (from to)
@@ -536,7 +545,7 @@ simulated kernel says huge pages work, whatever this machine has.)"
       (with-fake-kernel (fake)
         (dolist (huge '(t nil))
           (let ((binstore:*huge-pages* huge))
-            (dolist (short '(t nil))
+            (dolist (past (list (* -8 kb) (* 8 kb) (+ binstore::+runway-bytes+ (* 8 kb))))
               ;; the case needs the point well short of the next boundary:
               ;; set up again, past it, until it is, at most 20 times
               (let ((end nil) (passed '()))
@@ -547,9 +556,8 @@ simulated kernel says huge pages work, whatever this machine has.)"
                            (move-point 0 30)
                            (let* ((room (to-boundary))
                                   ;; the look's own need is two looks: the reach
-                                  ;; ends 8 KB before the boundary, or 8 KB past it
-                                  (reach (max 0 (- room (* 2 binstore::+look-bytes+)
-                                                   (if short (* 8 kb) (* -8 kb))))))
+                                  ;; ends PAST bytes after the boundary
+                                  (reach (max 0 (+ (- room (* 2 binstore::+look-bytes+)) past))))
                              (binstore::look-at-runway runway nil reach)
                              (if (and (plusp (binstore::allocation-point nil))
                                      (> room (* 40 kb))) ; the point did not pass it
@@ -557,11 +565,11 @@ simulated kernel says huge pages work, whatever this machine has.)"
                                  ;; past the boundary for the next try
                                  (push (make-array (+ room (* 8 kb)) :element-type '(unsigned-byte 8))
                                        passed)))))
-                (is-true end "huge ~a, short ~a: the point was near a boundary in each of 20 tries"
-                         huge short)
+                (is-true end "huge ~a, ~d past: the point was near a boundary in each of 20 tries"
+                         huge past)
                 (is (every #'vectorp passed))
                 (when end
-                  (if (and short huge)
-                      (is (= 0 end) "short of the boundary: left as it was")
-                      (is (< 0 end) "extended"))))))))
+                  (if (and huge (< past binstore::+runway-bytes+))
+                      (is (= 0 end) "~d past the boundary: left as it was" past)
+                      (is (< 0 end) "huge ~a, ~d past the boundary: extended" huge past))))))))
       (is (every #'vectorp (subseq keep 0 30))))))

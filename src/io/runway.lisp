@@ -24,16 +24,22 @@
 ;;;; The runway is there for huge pages: a 2 MiB one maps in for 70-240 µs
 ;;;; here, its 512 small pages for 600, and small pages mapped ahead cost
 ;;;; about what their faults would (1.1 against 1.2 µs).  So where huge
-;;;; pages are to be had, a look whose share stops short of the end of the
-;;;; point's 2 MiB chunk maps nothing (SHORT-OF-HUGE-PAGE-P): all a runway
-;;;; could do there is map pages a small restore, or the end of a large one,
-;;;; never uses.  And a runway whose share goes that far ends at a 2 MiB
-;;;; boundary, that one or the one past its stretch, so that the chunk
-;;;; after the point's is mapped whole, as one huge page (see prefault.lisp),
-;;;; even when the restore is to use only part of it: SBCL's allocation goes
-;;;; on through it afterwards, up to the next collection, and would fault its
-;;;; small pages in one by one.  What a restore can map and not use itself
-;;;; thus grows by less than 2 MiB.
+;;;; pages are to be had, a look whose share does not go +RUNWAY-BYTES+
+;;;; into the 2 MiB chunk after the point's maps nothing
+;;;; (SHORT-OF-HUGE-PAGE-P, HUGE-PAGE-WORTH-P): all a runway could do there
+;;;; is map pages a small restore, or the end of a large one, never uses, or
+;;;; a huge page of which it would fill too little to repay its mapping.
+;;;; (Until 2026-11-27 any share past the boundary mapped the next chunk:
+;;;; a restore of half a megabyte then took 0.2 or 0.5-0.7 ms after a
+;;;; full collection, by where the point lay, and what allocated after it,
+;;;; a peer in the benchmark, ran on the pages it had paid for.)  A runway
+;;;; whose share goes that far ends at a 2 MiB boundary, that one or the
+;;;; one past its stretch, so that the chunk after the point's is mapped
+;;;; whole, as one huge page (see prefault.lisp), though the restore may use
+;;;; only part of it: SBCL's allocation goes on through it afterwards, up to
+;;;; the next collection, and would fault its small pages in one by one.
+;;;; What a restore can map and not use itself thus grows by less than
+;;;; 2 MiB, and only for a restore that fills a quarter of it at least.
 ;;;;
 ;;;; A long list is consed on the runway too, a piece at a time
 ;;;; (MAKE-LONG-LIST): MAKE-LIST would make it one large object, on pages
@@ -46,6 +52,29 @@
 
 ;;; The allocation points (ALLOCATION-POINT) and the end of the heap
 ;;; (HEAP-END) are the platform's: src/platform/runtime.lisp.
+
+(defun huge-page-worth-p (point end)
+  "Whether huge pages are to be had and the allocation from POINT on, up to
+END, goes at least +RUNWAY-BYTES+ into the 2 MiB chunk after POINT's: then
+mapping that chunk whole, as one huge page (70-240 µs where binstore is
+measured), costs no more than the faults of the small pages the restore
+itself is to fill there (1.1-1.6 µs each).  Short of that, the huge page
+would be paid for by this restore and used by whatever allocates after it:
+a restore of half a megabyte took 0.2 ms or 0.5-0.7 ms (once 5 ms) after
+a full collection, by where SBCL's allocation point happened to lie."
+  (declare (type word point end))
+  (and (>= end (+ (boundary-above point) +runway-bytes+))
+       (huge-pages-p)))
+
+(defun short-of-huge-page-p (point bytes)
+  "Whether huge pages are to be had but the BYTES from POINT on do not go
+far enough into the next 2 MiB chunk for one (HUGE-PAGE-WORTH-P): then the
+runway would only map small pages, which cost about what their faults do
+\(1.1 against 1.2 µs a page where binstore is measured), and pages mapped
+but left unused cost more than that saves."
+  (declare (type word point bytes))
+  (and (huge-pages-p)
+       (not (huge-page-worth-p point (+ point bytes)))))
 
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
@@ -64,8 +93,7 @@ and never ends before the old runway containing POINT."
   (let* ((inside (and (<= start point) (< point end)))
          (to (min limit
                   (let ((to (+ point bytes (min reach +runway-bytes+))))
-                    (if (and (>= (+ point bytes reach) (boundary-above point))
-                             (huge-pages-p))
+                    (if (huge-page-worth-p point (+ point bytes reach))
                         ;; on to a boundary, so that PREFAULT meets whole chunks
                         (boundary-at-or-above to)
                         to))))
@@ -77,15 +105,6 @@ and never ends before the old runway containing POINT."
     (values point (max to
                        (min limit (+ point bytes +prefault-bytes+))
                        (if inside end 0)))))
-
-(defun short-of-huge-page-p (point bytes)
-  "Whether huge pages are to be had but the BYTES from POINT on stop short of
-the next 2 MiB boundary: then the runway would only map small pages, which
-cost about what their faults do (1.1 against 1.2 µs a page where binstore
-is measured), and pages mapped but left unused cost more than that saves."
-  (declare (type word point bytes))
-  (and (< (+ point bytes) (boundary-above point))
-       (huge-pages-p)))
 
 (defconstant +look-bytes+ (* 16 1024)
   "Small objects allocated between two looks at the runways.")
