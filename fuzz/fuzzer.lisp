@@ -737,13 +737,15 @@ again (NIL where they cannot be: then only that they returned counts), or
     (serious-condition (c) (list :crash (type-of c)))))
 
 (defun compressed-p (octets)
-  "True when OCTETS begin with the zstd or LZ4 frame magic: RESTORE reads
-them as a compressed record, which the reference decoder, a decoder of the
-format alone, does not."
-  (and (>= (length octets) 4)
-       (member (logior (aref octets 0) (ash (aref octets 1) 8)
-                       (ash (aref octets 2) 16) (ash (aref octets 3) 24))
-               (list binstore::+zstd-frame-magic+ binstore::+lz4-frame-magic+))))
+  "True when OCTETS begin with the zstd or LZ4 frame magic, after any end
+markers (which RESTORE skips before a record, as SKIP-TO-RECORD does):
+RESTORE reads them as a compressed record, which the reference decoder, a
+decoder of the format alone, does not."
+  (let ((start (or (position binstore::+tag-end+ octets :test-not #'=) (length octets))))
+    (and (>= (- (length octets) start) 4)
+         (member (logior (aref octets start) (ash (aref octets (+ start 1)) 8)
+                         (ash (aref octets (+ start 2)) 16) (ash (aref octets (+ start 3)) 24))
+                 (list binstore::+zstd-frame-magic+ binstore::+lz4-frame-magic+)))))
 
 (defun differential-disagreement (octets intern-symbols max-to-read)
   "NIL when RESTORE and the reference decoder (BINSTORE::REFERENCE-RESTORE)
