@@ -743,9 +743,9 @@ RESTORE reads them as a compressed record, which the reference decoder, a
 decoder of the format alone, does not."
   (let ((start (or (position binstore::+tag-end+ octets :test-not #'=) (length octets))))
     (and (>= (- (length octets) start) 4)
-         (member (logior (aref octets start) (ash (aref octets (+ start 1)) 8)
-                         (ash (aref octets (+ start 2)) 16) (ash (aref octets (+ start 3)) 24))
-                 (list binstore::+zstd-frame-magic+ binstore::+lz4-frame-magic+)))))
+         (binstore::frame-magic-method
+          (logior (aref octets start) (ash (aref octets (+ start 1)) 8)
+                  (ash (aref octets (+ start 2)) 16) (ash (aref octets (+ start 3)) 24))))))
 
 (defun differential-disagreement (octets intern-symbols max-to-read)
   "NIL when RESTORE and the reference decoder (BINSTORE::REFERENCE-RESTORE)

@@ -53,15 +53,15 @@ would cost more than the shuffle gains.")
 ;;; Eight elements of WIDTH bytes are a matrix of 8 rows and WIDTH columns,
 ;;; and their shuffled bytes the same matrix transposed: WIDTH lanes of
 ;;; eight bytes, one 64-bit word each.  The kernels transpose it in
-;;; registers, as the WIDTH words it is stored in, by three rounds of
-;;; SHUFFLE-STEP, which swaps blocks of 4, then 2, then 1 bytes between two
-;;; words (the recursive block transpose): 24 steps of 6 word operations for
-;;; 64 bytes, where gathering each lane's bytes one at a time took about
-;;; three operations per byte: 6.1-6.5 GB/s here in cache, against 3.2-3.6
-;;; (doc/COMPRESSION.md, The shuffle).
+;;; registers, as the WIDTH words it is stored in, by three rounds of the
+;;; swap SHUFFLE-STEP-FORM writes, of blocks of 4, then 2, then 1 bytes
+;;; between two words (the recursive block transpose): 24 steps of 6 word
+;;; operations for 64 bytes, where gathering each lane's bytes one at a
+;;; time took about three operations per byte: 6.1-6.5 GB/s here in cache,
+;;; against 3.2-3.6 (doc/COMPRESSION.md, The shuffle).
 
 (eval-when (:compile-toplevel :load-toplevel :execute)
-  (defun shuffle-step (a b bits)
+  (defun shuffle-step-form (a b bits)
     "A form that swaps, between the (UNSIGNED-BYTE 64) variables A and B,
 the odd blocks of BITS bits (32, 16 or 8) of A with the even blocks of B.
 Its own inverse.  (A form, not an inline function of two values: ECL
@@ -84,7 +84,7 @@ compiled that into code that crashed.)"
          :lanes (0 2 1 3))
       (2 :rounds ((32 (0 1)) (16 (0 1)) (8 (0 1)))
          :lanes (0 1)))
-    "For each element width, how SHUFFLE-STEP transposes the WIDTH words
+    "For each element width, how SHUFFLE-STEP-FORM transposes the WIDTH words
 holding eight elements: its rounds, each the step's BITS and the pairs of
 words it is applied to, in order; and LANES, which word holds lane j at
 the end (lane j: byte j of the eight elements).  Unshuffling loads lane j
@@ -103,7 +103,7 @@ the caller) and distinct.  Eight elements at a time through the words of
            (rounds (if unshuffle (reverse rounds) rounds))
            (steps (loop for (bits . pairs) in rounds
                         append (loop for (i j) in pairs
-                                     collect (shuffle-step (nth i words) (nth j words) bits))))
+                                     collect (shuffle-step-form (nth i words) (nth j words) bits))))
            (lane-offsets (loop for j below width collect (gensym "LANE"))))
       (flet ((lane-word (j) (nth (nth j lanes) words)))
         `(defun ,name (from from-start to to-start count)
