@@ -66,8 +66,8 @@ PEER_DEBS  = cl-alexandria:/usr/share/common-lisp/source/alexandria \
 
 .PHONY: test test-sbcl-portable test-ecl test-clisp test-clisp-suite test-abcl test-abcl-suite test-ecl-suite test-all compare-machine-code bench-portable cli quiet-build check-layers bench bench-memory bench-messages bench-utf8 bench-compression bench-store soak readme-results fuzz fuzz-compressed deps bench-deps clean
 
-# Debian packages: fiveam for tests; CFFI and the zstd and LZ4 runtime
-# libraries for binstore/compression (which the tests load), and the zstd
+# Debian packages: fiveam for tests; CFFI and the zstd, LZ4 and xxHash
+# runtime libraries for binstore/compression (which the tests load), and the zstd
 # and lz4 tools the tests check its frames against; gnuplot for the plot,
 # the peers' dependencies when the peers' sources are there.  Installed
 # only when missing; as root directly, otherwise through sudo.
@@ -75,7 +75,7 @@ deps:
 	@./tools/ensure-packages sbcl:sbcl cl-fiveam:/usr/share/common-lisp/source/fiveam \
 	  cl-cffi:/usr/share/common-lisp/source/cl-cffi/cffi.asd \
 	  libzstd1:'/usr/lib/*/libzstd.so.1' liblz4-1:'/usr/lib/*/liblz4.so.1' \
-	  zstd:zstd lz4:lz4
+	  libxxhash0:'/usr/lib/*/libxxhash.so.0' zstd:zstd lz4:lz4
 
 bench-deps: deps
 	@./tools/ensure-packages gnuplot-nox:gnuplot

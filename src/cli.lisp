@@ -105,7 +105,7 @@ restore the file.  Symbols are interned and classes looked up here, so a
 file naming packages or classes of its own needs them defined (--load,
 --system) or fails with missing-package, missing-symbol or missing-class.
 Compressed records are decompressed when binstore/compression could be
-loaded (it needs libzstd and liblz4).
+loaded (it needs libzstd, liblz4 and libxxhash).
 
 Options:
   --max-to-read N  bytes of input, and of memory for restored objects, one

@@ -387,30 +387,71 @@ concatenated in one file too."
                     (is (equal '(small record) (first seen)))
                     (is (same-data-p datum (second seen))))))))))
 
-(test lz4-frames-check-each-block
-  "binstore's LZ4 frames have linked 64 KiB blocks, each with its checksum,
-and no checksum of the whole content (a second pass of xxHash over every
-byte, which doubled the time of decompressing an incompressible record):
-the frame descriptor's bytes are exactly 04 22 4D 18, then FLG #x50 and BD
-#x40.  A byte changed in a later block's data is refused by that block's
-checksum."
+(defun flip-bit (octets position)
+  "A copy of OCTETS with the low bit of the byte at POSITION changed."
+  (let ((copy (copy-seq octets)))
+    (setf (aref copy position) (logxor #x01 (aref copy position)))
+    copy))
+
+(defun restore-failure (octets)
+  "The INVALID-INPUT RESTORE signals on OCTETS, or NIL."
+  (handler-case (progn (binstore:restore octets) nil)
+    (binstore:invalid-input (c) c)))
+
+(test lz4-frames-check-their-content
+  "binstore's LZ4 frames have linked 64 KiB blocks and a checksum of their
+content (XXH32, computed by binstore, not liblz4), as the lz4 tool writes by
+default: the header is exactly 04 22 4D 18, FLG #x44, BD #x40 and the header
+checksum #x5E; the frame ends with the end mark and the XXH32 of the record.
+A byte changed in a later block's data is refused at the frame's end, where
+the checksum is; so is a changed checksum."
   (let* ((datum (make-array 300000 :element-type '(unsigned-byte 8)))
          (random (make-random-state t)))
     (dotimes (i (length datum))
       (setf (aref datum i) (random 256 random)))
-    (let ((octets (binstore:store nil datum :compression :lz4)))
-      (is (equalp #(#x04 #x22 #x4D #x18 #x50 #x40) (subseq octets 0 6)))
+    (let* ((octets (binstore:store nil datum :compression :lz4))
+           (plain (binstore:store nil datum))
+           (end (length octets))
+           (checksum (cffi:with-pointer-to-vector-data (pointer plain)
+                       (binstore::%xxh32 pointer (length plain) 0))))
+      (is (equalp #(#x04 #x22 #x4D #x18 #x44 #x40 #x5E) (subseq octets 0 7)))
+      (is (equalp (concatenate 'vector #(0 0 0 0)
+                               (loop for i below 4 collect (ldb (byte 8 (* 8 i)) checksum)))
+                  (subseq octets (- end 8))))
       (is (equalp datum (binstore:restore octets)))
       ;; random bytes do not compress: the blocks are stored, 64 KiB each
-      ;; with a 4-byte size before and a 4-byte checksum after
-      (let ((copy (copy-seq octets))
-            (in-third-block (+ 7 (* 2 (+ 4 65536 4)) 4 1000)))
-        (setf (aref copy in-third-block) (logxor #x01 (aref copy in-third-block)))
-        (let ((condition (handler-case (progn (binstore:restore copy) nil)
-                           (binstore:invalid-input (c) c))))
+      ;; with a 4-byte size before
+      (dolist (position (list (+ 7 (* 2 (+ 4 65536)) 4 1000) (- end 1)))
+        (let ((condition (restore-failure (flip-bit octets position))))
           (is (typep condition 'binstore:invalid-input))
           (is (typep (and condition (binstore:restore-error-offset condition))
-                     `(integer 0 ,(length copy)))))))))
+                     `(integer ,(- end 8) ,end))
+              "~s at ~d: offset ~s" condition position
+              (and condition (binstore:restore-error-offset condition))))))))
+
+(test lz4-frames-of-every-kind-are-checked
+  "The frames of the lz4 tool are restored, and a byte changed in their data
+refused, whichever checksums they carry: its default (a checksum of the
+content, independent blocks), a checksum of each block alone (as binstore
+wrote its frames until 2026-11-27), both, and none (then the damage reaches
+the decoder, which may take it for other bytes: only the three others are
+checked for it)."
+  (let* ((datum (big-compressible-datum))
+         (plain (binstore:store nil datum)))
+    (call-with-temporary-directory
+     (lambda (directory)
+       (flet ((file (name) (namestring (merge-pathnames name directory))))
+         (write-file-octets (file "plain.bin") plain)
+         (loop for (options checked) in '(("" t) ("-BX --no-frame-crc" t) ("-BX -BD" t)
+                                          ("--no-frame-crc" nil))
+               do (is-true (run-tool (format nil "lz4 -q -f ~a ~a ~a" options (file "plain.bin")
+                                             (file "theirs"))))
+                  (let ((octets (read-file-octets (file "theirs"))))
+                    (is (same-data-p datum (binstore:restore octets)) "lz4 ~a" options)
+                    (when checked
+                      (is (typep (restore-failure (flip-bit octets (floor (length octets) 2)))
+                                 'binstore:invalid-input)
+                          "lz4 ~a, a byte changed" options)))))))))
 
 ;;; The option ----------------------------------------------------------------
 
@@ -488,16 +529,17 @@ the condition signalled."
 binstore promises: INVALID-INPUT or RESTORE-LIMIT-EXCEEDED, with an offset
 in the input, or (SAME-OK) the
 very data, when the damage hit nothing that matters (a bit of the frame
-header that only sizes a window).  For zstd, whose frames are checked by
-one checksum at their end, the damage may also reach the decoder before,
-which then refuses it with the RESTORE-ERROR that data calls for
-(MISSING-PACKAGE, MISSING-SYMBOL): still a BINSTORE-ERROR with an offset."
+header that only sizes a window).  As the frames of both methods are
+checked by one checksum at their end, the damage may also reach the
+decoder before, which then refuses it with the RESTORE-ERROR that data
+calls for (MISSING-PACKAGE, MISSING-SYMBOL): still a BINSTORE-ERROR with an
+offset."
   (flet ((in-input-p (offset) (typep offset `(integer 0 ,length))))
     (typecase outcome
       (binstore:invalid-input (in-input-p (binstore:restore-error-offset outcome)))
       (binstore:restore-limit-exceeded (in-input-p (binstore:limit-exceeded-offset outcome)))
       ((or binstore:missing-package binstore:missing-symbol)
-       (and (eq method :zstd) (in-input-p (binstore:restore-error-offset outcome))))
+       (and (member method '(:zstd :lz4)) (in-input-p (binstore:restore-error-offset outcome))))
       (t (and same-ok (eq outcome :same))))))
 
 (defun check-damage (method label variants &key (same-ok t))

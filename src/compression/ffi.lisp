@@ -1,10 +1,12 @@
 ;;;; The C side of binstore/compression: libzstd's streaming API and liblz4's
-;;;; frame API, bound with CFFI.  Nothing else in binstore calls C through
+;;;; frame API, bound with CFFI, and libxxhash's XXH32 for the checksum of
+;;;; an LZ4 frame's content (lz4.lisp says why).  Nothing else in binstore calls C through
 ;;;; CFFI; binstore itself needs no C library at all (see *COMPRESSION-HOOK*
 ;;;; in src/api.lisp).
 ;;;;
 ;;;; Only what the filters use is bound.  The libraries are the runtime ones
-;;;; (libzstd.so.1, liblz4.so.1, Debian's libzstd1 and liblz4-1), found by
+;;;; (libzstd.so.1, liblz4.so.1, libxxhash.so.0: Debian's libzstd1,
+;;;; liblz4-1 and libxxhash0), found by
 ;;;; their sonames, so no -dev package is needed.  Every function here is a
 ;;;; bare C call: the callers check lengths before, and results after (every
 ;;;; size_t result may be an error code: ZSTD-ERROR-P, LZ4F-ERROR-P).
@@ -30,8 +32,13 @@
   (:unix (:or "liblz4.so.1" "liblz4.so"))
   (t (:default "liblz4")))
 
+(cffi:define-foreign-library libxxhash
+  (:unix (:or "libxxhash.so.0" "libxxhash.so"))
+  (t (:default "libxxhash")))
+
 (cffi:use-foreign-library libzstd)
 (cffi:use-foreign-library liblz4)
+(cffi:use-foreign-library libxxhash)
 
 ;;; ------------------------------------------------------------------
 ;;; zstd (zstd.h, "advanced compression API" and streaming decompression,
@@ -136,6 +143,14 @@
 (cffi:defcfun ("LZ4F_decompress" %lz4f-decompress) :size
   (dctx :pointer) (dst :pointer) (dst-size-pointer :pointer)
   (src :pointer) (src-size-pointer :pointer) (options :pointer))
+(cffi:defcfun ("LZ4F_getFrameInfo" %lz4f-get-frame-info) :size
+  (dctx :pointer) (frame-info :pointer) (src :pointer) (src-size-pointer :pointer))
+
+(cffi:defcstruct lz4f-decompress-options ; LZ4F_decompressOptions_t
+  (stable-dst :unsigned-int)
+  ;; since liblz4 1.9.4; a reserved field, ignored, before
+  (skip-checksums :unsigned-int)
+  (reserved :unsigned-int :count 2))
 
 (declaim (inline lz4f-error-p))
 (defun lz4f-error-p (code)
@@ -144,12 +159,9 @@
 
 (defmacro with-lz4-preferences ((preferences level) &body body)
   "Run BODY with PREFERENCES bound to an LZ4F_preferences_t on the stack:
-all zero (the library's defaults) but the compression LEVEL, 64 KiB linked
-blocks, and a checksum of each block, so that corruption is found before
-its bytes are given out.  No checksum of the whole content: it is a second
-pass of xxHash over every byte, which the block checksums make redundant
-for damage (a frame cut short lacks its end mark), and it took 3.5 of the
-7 ms of decompressing 8 MB of stored blocks here."
+all zero (the library's defaults: no checksum at all) but the compression
+LEVEL and 64 KiB linked blocks.  The checksum of the content, which
+binstore's frames carry, binstore computes itself (lz4.lisp)."
   `(cffi:with-foreign-object (,preferences '(:struct lz4f-preferences))
      (loop for i below (cffi:foreign-type-size '(:struct lz4f-preferences))
            do (setf (cffi:mem-aref ,preferences :unsigned-char i) 0))
@@ -158,7 +170,18 @@ for damage (a frame cut short lacks its end mark), and it took 3.5 of the
        (setf (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'block-size-id)
              +lz4f-max64kb+
              (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'content-checksum-flag) 0
-             (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'block-checksum-flag) 1))
+             (cffi:foreign-slot-value info '(:struct lz4f-frame-info) 'block-checksum-flag) 0))
      (setf (cffi:foreign-slot-value ,preferences '(:struct lz4f-preferences) 'compression-level)
            ,level)
      ,@body))
+
+;;; ------------------------------------------------------------------
+;;; XXH32 (xxhash.h, stable since 0.6): the checksum of LZ4 frames
+
+(cffi:defcfun ("XXH32" %xxh32) :uint32 (input :pointer) (length :size) (seed :uint32))
+(cffi:defcfun ("XXH32_createState" %xxh32-create-state) :pointer)
+(cffi:defcfun ("XXH32_freeState" %xxh32-free-state) :int (state :pointer))
+(cffi:defcfun ("XXH32_reset" %xxh32-reset) :int (state :pointer) (seed :uint32))
+(cffi:defcfun ("XXH32_update" %xxh32-update) :int
+  (state :pointer) (input :pointer) (length :size))
+(cffi:defcfun ("XXH32_digest" %xxh32-digest) :uint32 (state :pointer))

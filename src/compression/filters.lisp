@@ -255,7 +255,9 @@ the compressed bytes used, from BASE-OFFSET in the place, for messages."
 IN-ADDRESS (an integer) into the OUT-COUNT bytes at OUT-POINTER with
 CONTEXT: return the bytes of input used, the bytes of output made, and the
 library's result: 0 at the end of a frame, else a hint of the input it
-needs next, or an error code (DECOMPRESSOR-ERROR says)."))
+needs next, or an error code (DECOMPRESSOR-ERROR says); with an error, a
+fourth value may say where in the step's input the damage was found (the
+step's start when it does not)."))
 
 (defgeneric decompressor-error (source code)
   (:documentation "The library's name for the error CODE, a result of
@@ -290,12 +292,14 @@ condition FAILURE): free its context and buffer."
   (give-back-filter-buffer (shiftf (decompressing-source-buffer source) nil))
   (release-cell (decompressing-source-cell source)))
 
-(defun decompression-failure (source type message expected)
+(defun decompression-failure (source type message expected &optional (further 0))
   "Signal a condition of TYPE (INVALID-INPUT or TRUNCATED-INPUT) at the
-offset of the compressed bytes SOURCE was reading, after ending it."
+offset of the compressed bytes SOURCE was reading (FURTHER bytes on),
+after ending it."
   (let ((condition (make-condition type
                                    :offset (+ (decompressing-source-base-offset source)
-                                              (decompressing-source-consumed source))
+                                              (decompressing-source-consumed source)
+                                              further)
                                    :message message :expected expected)))
     (end-decompression source :failed condition)
     (error condition)))
@@ -309,14 +313,19 @@ result, and the bytes of input the step was given; or NIL when WANT was
 positive and the input has ended."
   (let ((inner (filter-source-inner source)))
     (flet ((run (address count)
-             (multiple-value-bind (used made result)
+             (multiple-value-bind (used made result error-at)
                  (decompressor-step source context address count out-pointer out-count)
                (when (decompressor-error source result)
-                 (decompression-failure
-                  source 'invalid-input
-                  (format nil "the ~a frame is corrupt or is not one: ~a"
-                          (method-name source) (decompressor-error source result))
-                  (format nil "a valid ~a frame" (method-name source))))
+                 (let ((further (or error-at 0)))
+                   (when (ibuf-source-p inner)
+                     ;; a restore's offsets are its place's: the damage's
+                     (ibuf-source-consume inner further))
+                   (decompression-failure
+                    source 'invalid-input
+                    (format nil "the ~a frame is corrupt or is not one: ~a"
+                            (method-name source) (decompressor-error source result))
+                    (format nil "a valid ~a frame" (method-name source))
+                    further)))
                (unless (<= used count)
                  (error "~a decompressor used ~d bytes of ~d" (method-name source) used count))
                (incf (decompressing-source-consumed source) used)

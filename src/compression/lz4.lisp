@@ -1,9 +1,19 @@
 ;;;; LZ4: a compressing sink and a decompressing source over liblz4's frame
 ;;;; API (LZ4F_compressBegin/Update/End, LZ4F_decompress).
 ;;;;
-;;;; Frames have 64 KiB linked blocks, each with a checksum: a corrupt block
-;;;; is refused before any of its bytes is given out.  (No checksum of the
-;;;; whole content: see WITH-LZ4-PREFERENCES.)
+;;;; binstore's frames have 64 KiB linked blocks and a checksum of their
+;;;; content (XXH32, as the `lz4' tool writes by default), checked at the
+;;;; frame's end: RESTORE gives back nothing of a frame whose checksum fails.
+;;;; binstore computes that checksum itself, with libxxhash, on both sides,
+;;;; and tells liblz4 to skip it: liblz4's own XXH32 ran at 1.8 GB/s here,
+;;;; libxxhash's at 12 GB/s, and it was most of the time of decompressing
+;;;; an incompressible record (doc/COMPRESSION.md).  So the compressor is
+;;;; asked for a frame without checksum, and its 7-byte header is then
+;;;; given the content checksum's flag (and the header checksum that goes
+;;;; with it); the checksum is written after the frame's end mark.  Frames
+;;;; from elsewhere are read as they come: with a checksum of each block
+;;;; (as binstore wrote them until 2026-11-27, or `lz4 -BX'), liblz4 checks
+;;;; those, and the content's too when there is one.
 
 (in-package #:binstore)
 
@@ -29,7 +39,7 @@ failed."
                      (:constructor %make-lz4-sink (inner level)))
   "A byte sink that compresses the bytes it is given into one LZ4 frame at
 LEVEL (0 to 2: the fast compressor; 3 to 12: LZ4 HC; negative: faster
-still), with a checksum of each block, and gives the frame to the byte
+still), with a checksum of its content, and gives the frame to the byte
 sink INNER, in blocks of at most 128 KiB as they come.  CHUNK is the most
 it gives LZ4F_compressUpdate at once, so that the output always fits the
 buffer.  SINK-FINISH ends the frame and returns INNER's SINK-FINISH value;
@@ -48,15 +58,57 @@ back into the record.  STORE-ERROR for any other level."
     (setf (compressing-sink-shuffle sink) (and shuffle t))
     sink))
 
+;;; An LZ4 context is a cons: the library's context, and an XXH32 state for
+;;; the checksum of the frame's content.
+
+(defun make-xxh32-state (free-other other)
+  "A new XXH32 state; when none can be made, call FREE-OTHER on OTHER (the
+context it was to go with) and signal STORE-ERROR."
+  (let ((state (%xxh32-create-state)))
+    (when (cffi:null-pointer-p state)
+      (funcall free-other other)
+      (error 'store-error :message "xxHash: cannot make a checksum state"))
+    state))
+
+(defun free-lz4-context (free context)
+  "Free CONTEXT, a cons of a library context (freed by FREE) and an XXH32
+state."
+  (funcall free (car context))
+  (%xxh32-free-state (cdr context)))
+
 (define-context-kind **lz4-compression-contexts** "LZ4 compression"
   :create (lambda ()
             (cffi:with-foreign-object (pointer :pointer)
               (lz4-check (%lz4f-create-compression-context pointer +lz4f-version+)
                          "making a compression context")
-              (cffi:mem-ref pointer :pointer)))
-  ;; LZ4F_compressBegin starts every frame afresh, whatever came before
+              (let ((cctx (cffi:mem-ref pointer :pointer)))
+                (cons cctx (make-xxh32-state #'%lz4f-free-compression-context cctx)))))
+  ;; LZ4F_compressBegin starts every frame afresh, whatever came before,
+  ;; and OPEN-COMPRESSOR resets the checksum
   :reset (constantly t)
-  :free #'%lz4f-free-compression-context)
+  :free (lambda (context) (free-lz4-context #'%lz4f-free-compression-context context)))
+
+(defconstant +lz4-flg-content-checksum+ #x04
+  "The bit of an LZ4 frame's FLG byte that says the content's checksum
+follows the end mark.")
+
+(defconstant +lz4-flg-plain+ #x40
+  "The FLG byte of the frames WITH-LZ4-PREFERENCES asks for: version 01,
+linked blocks, no checksum, no content size, no dictionary.")
+
+(defun add-content-checksum-flag (output)
+  "OUTPUT begins with the 7-byte header of a frame LZ4F_compressBegin wrote
+with WITH-LZ4-PREFERENCES: set its content checksum flag, and the header
+checksum (the second byte of the XXH32 of FLG and BD) that goes with it."
+  (declare (type (simple-array (unsigned-byte 8) (*)) output))
+  (unless (= (aref output 4) +lz4-flg-plain+)
+    (error 'store-error
+           :message (format nil "LZ4: the frame header has FLG #x~2,'0x, not #x~2,'0x"
+                            (aref output 4) +lz4-flg-plain+)))
+  (setf (aref output 4) (logior +lz4-flg-plain+ +lz4-flg-content-checksum+))
+  (setf (aref output 6)
+        (cffi:with-pointer-to-vector-data (pointer output)
+          (ldb (byte 8 8) (%xxh32 (cffi:inc-pointer pointer 4) 2 0)))))
 
 (defmethod open-compressor ((sink lz4-sink))
   (let ((context (fill-cell sink (compressing-sink-cell sink) **lz4-compression-contexts**))
@@ -72,9 +124,14 @@ back into the record.  STORE-ERROR for any other level."
         (assert (plusp chunk))
         (setf (lz4-sink-chunk sink) chunk))
       (let ((written (cffi:with-pointer-to-vector-data (destination output)
-                       (lz4-check (%lz4f-compress-begin context destination (length output)
+                       (lz4-check (%lz4f-compress-begin (car context) destination (length output)
                                                         preferences)
                                   "beginning the frame"))))
+        (unless (= written 7)
+          (error 'store-error
+                 :message (format nil "LZ4: the frame header has ~d bytes, not 7" written)))
+        (add-content-checksum-flag output)
+        (%xxh32-reset (cdr context) 0)
         (give-output sink written)))
     context))
 
@@ -88,11 +145,13 @@ back into the record.  STORE-ERROR for any other level."
     (loop while (< start end)
           do (let* ((n (min chunk (- end start)))
                     (written (cffi:with-pointer-to-vector-data (source octets)
-                               (cffi:with-pointer-to-vector-data (destination output)
-                                 (lz4-check (%lz4f-compress-update context destination (length output)
-                                                                   (cffi:inc-pointer source start) n
-                                                                   (cffi:null-pointer))
-                                            "compressing")))))
+                               (let ((from (cffi:inc-pointer source start)))
+                                 (%xxh32-update (cdr context) from n)
+                                 (cffi:with-pointer-to-vector-data (destination output)
+                                   (lz4-check (%lz4f-compress-update (car context)
+                                                                     destination (length output)
+                                                                     from n (cffi:null-pointer))
+                                              "compressing"))))))
                (give-output sink written)
                (incf start n)))))
 
@@ -100,10 +159,16 @@ back into the record.  STORE-ERROR for any other level."
   (let* ((context (compressor-context sink))
          (output (compressing-sink-output sink))
          (written (cffi:with-pointer-to-vector-data (destination output)
-                    (lz4-check (%lz4f-compress-end context destination (length output)
+                    (lz4-check (%lz4f-compress-end (car context) destination (length output)
                                                    (cffi:null-pointer))
                                "ending the frame"))))
-    (give-output sink written))
+    (declare (type (simple-array (unsigned-byte 8) (*)) output))
+    ;; the end mark is the last of WRITTEN: the checksum follows it
+    (assert (<= (+ written 4) (length output)))
+    (let ((checksum (%xxh32-digest (cdr context))))
+      (dotimes (i 4)
+        (setf (aref output (+ written i)) (ldb (byte 8 (* 8 i)) checksum))))
+    (give-output sink (+ written 4)))
   (close-compressor sink)
   (call-next-method))
 
@@ -121,7 +186,14 @@ after a frame must begin another.  Corrupt, truncated or foreign input
 signals INVALID-INPUT (TRUNCATED-INPUT when the data end inside a frame)
 at the offset, in INNER's bytes, where the decompressor was reading.
 Memory: the buffer, and LZ4's two blocks (up to 8 MiB for frames of 4 MiB
-blocks; 128 KiB for binstore's).")
+blocks; 128 KiB for binstore's).
+VERIFIER says who checks the frame being read: :UNDECIDED until its header is
+read; :OURS when it has a checksum of its content and none of each block
+\(binstore's frames, the `lz4' tool's by default), which binstore computes
+over the bytes it gives out, while TAIL holds the last four bytes of the
+frame read so far (at its end, the checksum written); :LIBRARY otherwise."
+  (verifier :undecided :type (member :undecided :ours :library))
+  (tail 0 :type (unsigned-byte 32)))
 
 (defun make-lz4-source (inner)
   "A new LZ4-SOURCE decompressing the byte source INNER."
@@ -135,25 +207,101 @@ blocks; 128 KiB for binstore's).")
                   (error 'restore-error
                          :message (format nil "LZ4: cannot make a decompression context: ~a"
                                           (%lz4f-error-name code)))))
-              (cffi:mem-ref pointer :pointer)))
-  :reset (lambda (pointer)
-           (%lz4f-reset-decompression-context pointer)
+              (let ((dctx (cffi:mem-ref pointer :pointer)))
+                (cons dctx (make-xxh32-state #'%lz4f-free-decompression-context dctx)))))
+  :reset (lambda (context)
+           (%lz4f-reset-decompression-context (car context))
            t)
-  :free #'%lz4f-free-decompression-context)
+  :free (lambda (context) (free-lz4-context #'%lz4f-free-decompression-context context)))
 
 (defmethod open-decompressor ((source lz4-source))
   (fill-cell source (decompressing-source-cell source) **lz4-decompression-contexts**))
 
-(defmethod decompressor-step ((source lz4-source) context in-address in-count out-pointer out-count)
-  (cffi:with-foreign-objects ((in-size :size) (out-size :size))
+(defun lz4-decompress (dctx in-address in-count out-pointer out-count skip-checksums)
+  "One call of LZ4F_decompress: the bytes of input used, of output made,
+and its result."
+  (cffi:with-foreign-objects ((in-size :size) (out-size :size)
+                              (options '(:struct lz4f-decompress-options)))
     (setf (cffi:mem-ref in-size :size) in-count
           (cffi:mem-ref out-size :size) out-count)
-    (let ((result (%lz4f-decompress context out-pointer out-size
-                                    (cffi:make-pointer in-address) in-size (cffi:null-pointer))))
+    (setf (cffi:foreign-slot-value options '(:struct lz4f-decompress-options) 'stable-dst) 0
+          (cffi:foreign-slot-value options '(:struct lz4f-decompress-options) 'skip-checksums)
+          (if skip-checksums 1 0))
+    (dotimes (i 2)
+      (setf (cffi:mem-aref (cffi:foreign-slot-pointer options '(:struct lz4f-decompress-options)
+                                                      'reserved)
+                           :unsigned-int i)
+            0))
+    (let ((result (%lz4f-decompress dctx out-pointer out-size
+                                    (cffi:make-pointer in-address) in-size options)))
       (values (cffi:mem-ref in-size :size) (cffi:mem-ref out-size :size) result))))
 
+(defun lz4-frame-check (dctx)
+  "Who checks the frame DCTX is reading (see LZ4-SOURCE): :OURS, :LIBRARY,
+or :UNDECIDED while its header is not all read."
+  (cffi:with-foreign-objects ((info '(:struct lz4f-frame-info)) (size :size))
+    (setf (cffi:mem-ref size :size) 0)
+    (cond ((lz4f-error-p (%lz4f-get-frame-info dctx info (cffi:null-pointer) size))
+           :undecided)
+          ((and (= 1 (cffi:foreign-slot-value info '(:struct lz4f-frame-info)
+                                              'content-checksum-flag))
+                (= 0 (cffi:foreign-slot-value info '(:struct lz4f-frame-info)
+                                              'block-checksum-flag)))
+           :ours)
+          (t :library))))
+
+(defun note-lz4-tail (source in-address used)
+  "The USED bytes at IN-ADDRESS are the next of SOURCE's frame: keep its
+last four in SOURCE's TAIL."
+  (let ((tail (lz4-source-tail source))
+        (pointer (cffi:make-pointer in-address)))
+    (loop for i from (max 0 (- used 4)) below used
+          do (setf tail (logior (ash tail -8) (ash (cffi:mem-aref pointer :uint8 i) 24))))
+    (setf (lz4-source-tail source) tail)))
+
+(defmethod decompressor-step ((source lz4-source) context in-address in-count out-pointer out-count)
+  (let ((dctx (car context))
+        (hash (cdr context))
+        (frame-start (eq (decompressing-source-state source) :frame-start))
+        (used 0)
+        (made 0)
+        (result 0))
+    (when frame-start
+      ;; a frame begins: read its header alone (no output), so that the
+      ;; library, told whether to skip the checksums, hashes none of it
+      (setf (lz4-source-verifier source) :undecided
+            (lz4-source-tail source) 0)
+      (%xxh32-reset hash 0)
+      (multiple-value-setq (used made result)
+        (lz4-decompress dctx in-address in-count out-pointer 0 nil))
+      (unless (lz4f-error-p result)
+        (note-lz4-tail source in-address used)
+        (setf (lz4-source-verifier source) (lz4-frame-check dctx))))
+    ;; (called without input too: the library may have output to give)
+    (when (or (not frame-start) (and (not (lz4f-error-p result)) (plusp result)))
+      (multiple-value-bind (more-used more-made more-result)
+          (lz4-decompress dctx (+ in-address used) (- in-count used) out-pointer out-count
+                          (eq (lz4-source-verifier source) :ours))
+        (unless (lz4f-error-p more-result)
+          (unless (eq (lz4-source-verifier source) :library)
+            (%xxh32-update hash out-pointer more-made)
+            (note-lz4-tail source (+ in-address used) more-used))
+          (when (eq (lz4-source-verifier source) :undecided)
+            (setf (lz4-source-verifier source) (lz4-frame-check dctx))))
+        (incf used more-used)
+        (setf made more-made
+              result more-result)))
+    (if (and (eql result 0)
+             (eq (lz4-source-verifier source) :ours)
+             (/= (lz4-source-tail source) (%xxh32-digest hash)))
+        ;; the checksum is the last four bytes used
+        (values used made :content-checksum-mismatch (max 0 (- used 4)))
+        (values used made result))))
+
 (defmethod decompressor-error ((source lz4-source) code)
-  (and (lz4f-error-p code) (%lz4f-error-name code)))
+  (cond ((eq code :content-checksum-mismatch)
+         "the checksum of the frame's content does not match")
+        ((lz4f-error-p code) (%lz4f-error-name code))))
 
 (defmethod frame-header-bytes ((source lz4-source))
   7)                                    ; LZ4F_HEADER_SIZE_MIN
