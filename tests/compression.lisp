@@ -662,6 +662,68 @@ record is restored."
                       (binstore:restore small :max-to-read (* 4 1024 1024)))))))
     (is (= held (contexts-held)))))
 
+(defun large-payload-datum ()
+  "Numeric arrays whose payloads are long enough (300 KB, 200 KB) to be
+read straight from a decompressor into the array, between small objects."
+  (let ((state (seeded-random-state 91)))
+    (list "before"
+          (let ((v (make-array 37500 :element-type 'double-float)))
+            (dotimes (i (length v) v) (setf (aref v i) (+ (sin (* i 0.01d0)) (random 0.01d0 state)))))
+          :between
+          (let ((v (make-array 200000 :element-type '(unsigned-byte 8))))
+            (dotimes (i (length v) v) (setf (aref v i) (random 256 state))))
+          "after")))
+
+(test large-payloads-are-read-straight-from-the-decompressor
+  "A decompressor puts bytes in raw memory (SOURCE-READ-TO-ADDRESS), and a
+restore reads large array payloads that way, past its window: the data
+come back from a vector, a stream and a source that is not greedy, for
+both methods, shuffled and not; cut inside a payload, the frame is
+INVALID-INPUT; a byte changed there is refused by the checksum; and
+:MAX-TO-READ below the record's size is a RESTORE-LIMIT-EXCEEDED."
+  (let ((datum (large-payload-datum))
+        (held (contexts-held)))
+    (dolist (spec '((:zstd :shuffle t) (:zstd :shuffle nil) (:lz4 :shuffle t) (:lz4 :shuffle nil)))
+      (let* ((octets (simple-octets (binstore:store nil datum :compression spec)))
+             (plain-length (length (binstore:store nil datum)))
+             (end (length octets)))
+        (is (same-data-p datum (binstore:restore octets)) "~s from a vector" spec)
+        (call-with-temporary-directory
+         (lambda (directory)
+           (let ((path (merge-pathnames "large.bin" directory)))
+             (write-file-octets path octets)
+             (is (same-data-p datum (with-open-file (in path :element-type '(unsigned-byte 8))
+                                      (binstore:restore in)))
+                 "~s from a stream" spec)
+             (is (same-data-p datum (binstore:restore path)) "~s from a file" spec))))
+        (is (same-data-p datum (binstore:restore (make-exact-source octets)))
+            "~s from a source that is not greedy" spec)
+        (dolist (cut (list (floor end 3) (floor end 2) (- end 9)))
+          (is (typep (handler-case (progn (binstore:restore (subseq octets 0 cut)) nil)
+                       (error (c) c))
+                     'binstore:invalid-input)
+              "~s cut at ~d of ~d" spec cut end))
+        (is (typep (restore-failure (flip-bit octets (floor end 2))) 'binstore:invalid-input)
+            "~s with a byte changed" spec)
+        (is (typep (handler-case (progn (binstore:restore octets :max-to-read (- plain-length 100))
+                                        nil)
+                     (error (c) c))
+                   'binstore:restore-limit-exceeded)
+            "~s with max-to-read below the record" spec)))
+    ;; the decompressing source itself, to raw memory
+    (let* ((plain (binstore:store nil datum))
+           (frame (simple-octets (binstore:store nil datum :compression '(:lz4 :shuffle nil))))
+           (source (binstore:make-lz4-source (binstore:make-octets-source frame)))
+           (into (make-array (+ (length plain) 10) :element-type '(unsigned-byte 8))))
+      (is (= (length plain)
+             (binstore::with-pinned-objects (into)
+               (binstore::source-read-to-address
+                source (binstore::pointer-address (binstore::vector-pointer into))
+                (length into)))))
+      (is (equalp plain (subseq into 0 (length plain))))
+      (binstore:release-compression-context source))
+    (is (= held (contexts-held)))))
+
 (test damaged-input-leaves-no-context
   "Every refused restore above freed its decompressor: none is held after
 a sweep of corrupted frames."

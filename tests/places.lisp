@@ -135,6 +135,64 @@ not exist signals FILE-ERROR, as OPEN does."
                     (error (c) c))
                   'file-error))))))
 
+(test (large-payloads-are-read-straight-into-their-arrays :fixture format-2-defaults)
+  "The payload of a large array is read from a file or a stream straight
+into the array, past the window, when the window is empty: arrays of
+every size around the window's (64 KiB for a stream, up to 1 MiB for a
+file) and past it restore from the file, a stream and a vector alike,
+several in one file too; cut inside a payload, the file is TRUNCATED-INPUT
+at its end (or the cut element's start); MAX-TO-READ that stops inside a payload is a
+RESTORE-LIMIT-EXCEEDED."
+  (call-with-temporary-directory
+   (lambda (directory)
+     (let ((path (merge-pathnames "arrays.bst" directory))
+           (state (make-random-state t)))
+       (dolist (bytes (list (* 64 1024) (1+ (* 64 1024)) (* 1024 1024) (+ 3 (* 1024 1024))
+                            (* 3 1024 1024)))
+         (let* ((octets (let ((v (make-array bytes :element-type '(unsigned-byte 8))))
+                          (dotimes (i bytes v) (setf (aref v i) (random 256 state)))))
+                (doubles (let ((v (make-array (floor bytes 8) :element-type 'double-float)))
+                           (dotimes (i (length v) v) (setf (aref v i) (random 1d0 state)))))
+                (data (list "a" octets :b doubles "c")))
+           (binstore:store path data)
+           (is (equalp data (binstore:restore path)) "~d bytes from the file" bytes)
+           (is (equalp data (with-open-file (in path :element-type '(unsigned-byte 8))
+                              (binstore:restore in)))
+               "~d bytes from a stream" bytes)
+           (let* ((record (with-open-file (in path :element-type '(unsigned-byte 8))
+                            (let ((v (make-array (file-length in) :element-type '(unsigned-byte 8))))
+                              (read-sequence v in)
+                              v)))
+                  (size (length record)))
+             (is (equalp data (binstore:restore record)) "~d bytes from a vector" bytes)
+             (dolist (cut (list (floor size 4) (floor size 2) (- size 10)))
+               (with-open-file (out path :direction :output :element-type '(unsigned-byte 8)
+                                         :if-exists :supersede)
+                 (write-sequence record out :end cut))
+               (let ((condition (hostile-condition (lambda () (binstore:restore path)))))
+                 (is (typep condition 'binstore:truncated-input) "~d cut at ~d: ~s" bytes cut condition)
+                 ;; where the data end, or (a Lisp that reads arrays of
+                 ;; floats element by element) where the cut element begins
+                 (is (typep (and (typep condition 'binstore:restore-error)
+                                 (binstore:restore-error-offset condition))
+                            `(integer ,(- cut 7) ,cut))
+                     "~d cut at ~d: offset ~s" bytes cut
+                     (and (typep condition 'binstore:restore-error)
+                          (binstore:restore-error-offset condition)))))
+             (with-open-file (out path :direction :output :element-type '(unsigned-byte 8)
+                                       :if-exists :supersede)
+               (write-sequence record out))
+             (is (typep (hostile-condition
+                         (lambda () (binstore:restore path :max-to-read (floor size 2))))
+                        'binstore:restore-limit-exceeded)
+                 "~d: max-to-read half of it" bytes))))
+       ;; several large records in one file, read one after the other
+       (let ((records (loop for k below 3
+                            collect (make-array (* (+ k 1) 300000) :element-type '(unsigned-byte 8)
+                                                                    :initial-element (+ k 1)))))
+         (binstore:store path records :as-separate-objects t)
+         (is (equalp records (multiple-value-list (binstore:restore path)))))))))
+
 (test (store-to-file-keeps-old-file-on-error :fixture format-2-defaults)
   (call-with-temporary-directory
    (lambda (directory)

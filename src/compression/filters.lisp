@@ -356,52 +356,61 @@ positive and the input has ended."
                       (incf (decompressing-source-in-pos source) used)
                       (values used made result (- end pos)))))))))))
 
-(defmethod source-read ((source decompressing-source) octets start end)
-  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+(defun decompress-to (source out start end)
+  "Decompress SOURCE's next bytes to OUT (a foreign pointer) from START on,
+until END or the end of the data; return the offset after the last byte."
+  (declare (type index start end))
   (let ((pos start))
     (declare (type index pos))
-    (cffi:with-pointer-to-vector-data (out octets)
-      (loop while (< pos end)
-            do (case (decompressing-source-state source)
-                 (:done (return))
-                 (:failed (error (decompressing-source-failure source))))
-               (let* ((context (decompressor-context source))
-                      (frame-start (eq (decompressing-source-state source) :frame-start))
-                      (want (if (or frame-start (decompressing-source-starved source))
-                                (max 1 (decompressing-source-hint source))
-                                0)))
-                 (multiple-value-bind (used made result given)
-                     (step-decompressor source context want (cffi:inc-pointer out pos) (- end pos))
-                   (cond ((null used)
-                          ;; the input ended: between frames, the end of the data
-                          (if frame-start
-                              (end-decompression source :done)
-                              (decompression-failure
-                               source 'truncated-input
-                               (format nil "the input ends inside a ~a frame" (method-name source))
-                               "the rest of the frame")))
-                         (t
-                          (incf pos made)
-                          (cond ((zerop result)
-                                 ;; the end of a frame
-                                 (setf (decompressing-source-starved source) nil
-                                       (decompressing-source-hint source) (frame-header-bytes source))
-                                 (if (decompressing-source-single-frame source)
-                                     (end-decompression source :done)
-                                     (setf (decompressing-source-state source) :frame-start)))
-                                (t
-                                 (setf (decompressing-source-state source) :in-frame
-                                       (decompressing-source-hint source) (min result most-positive-fixnum)
-                                       (decompressing-source-starved source)
-                                       (and (zerop used) (zerop made)))
-                                 (when (and (decompressing-source-starved source) (plusp given))
-                                   ;; input and room, and nothing done: never loop on it
-                                   (decompression-failure
-                                    source 'invalid-input
-                                    (format nil "the ~a decompressor makes no progress"
-                                            (method-name source))
-                                    (format nil "a valid ~a frame" (method-name source))))))))))))
+    (loop while (< pos end)
+          do (case (decompressing-source-state source)
+               (:done (return))
+               (:failed (error (decompressing-source-failure source))))
+             (let* ((context (decompressor-context source))
+                    (frame-start (eq (decompressing-source-state source) :frame-start))
+                    (want (if (or frame-start (decompressing-source-starved source))
+                              (max 1 (decompressing-source-hint source))
+                              0)))
+               (multiple-value-bind (used made result given)
+                   (step-decompressor source context want (cffi:inc-pointer out pos) (- end pos))
+                 (cond ((null used)
+                        ;; the input ended: between frames, the end of the data
+                        (if frame-start
+                            (end-decompression source :done)
+                            (decompression-failure
+                             source 'truncated-input
+                             (format nil "the input ends inside a ~a frame" (method-name source))
+                             "the rest of the frame")))
+                       (t
+                        (incf pos made)
+                        (cond ((zerop result)
+                               ;; the end of a frame
+                               (setf (decompressing-source-starved source) nil
+                                     (decompressing-source-hint source) (frame-header-bytes source))
+                               (if (decompressing-source-single-frame source)
+                                   (end-decompression source :done)
+                                   (setf (decompressing-source-state source) :frame-start)))
+                              (t
+                               (setf (decompressing-source-state source) :in-frame
+                                     (decompressing-source-hint source) (min result most-positive-fixnum)
+                                     (decompressing-source-starved source)
+                                     (and (zerop used) (zerop made)))
+                               (when (and (decompressing-source-starved source) (plusp given))
+                                 ;; input and room, and nothing done: never loop on it
+                                 (decompression-failure
+                                  source 'invalid-input
+                                  (format nil "the ~a decompressor makes no progress"
+                                          (method-name source))
+                                  (format nil "a valid ~a frame" (method-name source)))))))))))
     pos))
+
+(defmethod source-read ((source decompressing-source) octets start end)
+  (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
+  (cffi:with-pointer-to-vector-data (out octets)
+    (decompress-to source out start end)))
+
+(defmethod source-read-to-address ((source decompressing-source) address count)
+  (decompress-to source (cffi:make-pointer address) 0 count))
 
 ;;; ------------------------------------------------------------------
 ;;; Releasing

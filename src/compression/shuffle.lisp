@@ -455,8 +455,27 @@ into PENDING."
                  (container-invalid source (format nil "shuffle container version ~a"
                                                    (or version "missing")))))
              (setf (unshuffling-source-mode source) :container)))))
-  (when (eq (unshuffling-source-mode source) :plain)
-    (return-from source-read (read-content source octets start end)))
+  (if (eq (unshuffling-source-mode source) :plain)
+      (read-content source octets start end)
+      (read-shuffle-container source octets start end)))
+
+(defmethod source-read-to-address ((source unshuffling-source) address count)
+  (case (unshuffling-source-mode source)
+    (:plain
+     (let ((n (source-read-to-address (filter-source-inner source) address count)))
+       (when n
+         (incf (unshuffling-source-content source) n))
+       n))
+    (:container (read-shuffle-container source address 0 count))
+    ;; the first byte, which says which, is read through SOURCE-READ
+    (t nil)))
+
+(defun read-shuffle-container (source destination start end)
+  "Read the record's bytes from SOURCE's shuffle container to DESTINATION,
+an octet vector or an address (an integer: memory the caller keeps in
+place), from START until END or the end of the content; return the offset
+after the last byte."
+  (declare (type index start end))
   (let ((pos start))
     (declare (type index pos))
     (loop while (< pos end)
@@ -464,15 +483,16 @@ into PENDING."
                        (unshuffling-source-pending-end source))
                     (let ((n (min (- end pos) (- (unshuffling-source-pending-end source)
                                                  (unshuffling-source-pending-pos source)))))
-                      (replace octets (unshuffling-source-pending source)
-                               :start1 pos :end1 (+ pos n)
-                               :start2 (unshuffling-source-pending-pos source))
+                      (put-pending source destination pos n)
                       (incf (unshuffling-source-pending-pos source) n)
                       (incf pos n)))
                    ((plusp (unshuffling-source-left source))
                     (if (zerop (unshuffling-source-kind source))
                         (let* ((want (min (- end pos) (unshuffling-source-left source)))
-                               (after (read-content source octets pos (+ pos want))))
+                               (after (if (integerp destination)
+                                          (+ pos (read-content-to-address
+                                                  source (+ destination pos) want))
+                                          (read-content source destination pos (+ pos want)))))
                           (unless (= after (+ pos want))
                             (container-invalid source "a shuffle container ends inside a chunk"))
                           (decf (unshuffling-source-left source) want)
@@ -481,3 +501,26 @@ into PENDING."
                    ((not (read-chunk-header source))
                     (return))))
     pos))
+
+(defun put-pending (source destination pos count)
+  "Copy the next COUNT unshuffled bytes of SOURCE's PENDING to DESTINATION
+\(an octet vector or an address) at POS."
+  (declare (type index pos count))
+  (let ((pending (unshuffling-source-pending source))
+        (from (unshuffling-source-pending-pos source)))
+    (declare (type (simple-array (unsigned-byte 8) (*)) pending) (type index from))
+    (assert (<= (+ from count) (length pending)))
+    (if (integerp destination)
+        (with-pinned-objects (pending)
+          (copy-memory (pointer+ (vector-pointer pending) from)
+                       (address-pointer (+ destination pos)) count))
+        (replace destination pending :start1 pos :end1 (+ pos count) :start2 from))))
+
+(defun read-content-to-address (source address count)
+  "Read up to COUNT content bytes from SOURCE's inner source to ADDRESS;
+return how many (below COUNT at the end of the content)."
+  (let ((n (source-read-to-address (filter-source-inner source) address count)))
+    ;; the inner source is a decompressor, which always can
+    (assert n)
+    (incf (unshuffling-source-content source) n)
+    n))

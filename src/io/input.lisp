@@ -23,6 +23,9 @@
   (limit nil :type (or null index))   ; max-to-read
   (cut-by-limit nil)                  ; true when END stops at the limit, not the data
   (refill-fn nil :type (or null function))
+  ;; (ib address count): read up to COUNT bytes past an empty window
+  ;; straight to ADDRESS; the number read, or NIL when it cannot
+  (direct-fn nil :type (or null function))
   (source nil))
 
 (declaim (inline ibuf-sap ibuf-offset))
@@ -167,20 +170,41 @@ address is boxed."
   (declare (type index from count))
   (copy-memory (pointer+ sap from) to count))
 
+(defconstant +direct-read-bytes+ (* 64 1024)
+  "The fewest bytes READ-OCTETS-TO-ADDRESS asks an IBUF's source to put
+straight where they go, past an empty window, rather than through it.")
+
+(defun read-octets-directly (ib address count)
+  "When IB's window is empty, COUNT is +DIRECT-READ-BYTES+ or more and IB's
+source can, read up to COUNT bytes straight to ADDRESS: return how many
+\(0 at the end of the data), or NIL having read none."
+  (declare (type ibuf ib) (type word address) (type index count))
+  (let ((fn (ibuf-direct-fn ib)))
+    (when (and fn (zerop (available ib)) (>= count +direct-read-bytes+))
+      (prefault address count)
+      (funcall fn ib address count))))
+
 (defun read-octets-to-address (ib address count)
   "Copy COUNT input bytes to ADDRESS (memory the caller pins and has just
-allocated, see PREFAULT), an integer as for WRITE-OCTETS-FROM-ADDRESS."
+allocated, see PREFAULT), an integer as for WRITE-OCTETS-FROM-ADDRESS.
+A long run is read straight there when the source can (a decompressor),
+saving a pass through the window."
   (declare (type ibuf ib) (type word address) (type index count))
   (loop while (> count 0)
-        do (when (zerop (available ib))
-             (refill ib 1))
-           (let ((n (min count (available ib))))
-             ;; only what the window holds: a stream may end short of COUNT
-             (prefault address n)
-             (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib) (address-pointer address) n)
-             (incf (ibuf-pos ib) n)
-             (incf address n)
-             (decf count n))))
+        do (let ((direct (read-octets-directly ib address count)))
+             (cond ((and direct (plusp direct))
+                    (incf address direct)
+                    (decf count direct))
+                   (t
+                    (when (zerop (available ib))
+                      (refill ib 1))
+                    (let ((n (min count (available ib))))
+                      ;; only what the window holds: a stream may end short of COUNT
+                      (prefault address n)
+                      (copy-window-bytes (ibuf-sap ib) (ibuf-pos ib) (address-pointer address) n)
+                      (incf (ibuf-pos ib) n)
+                      (incf address n)
+                      (decf count n)))))))
 
 (defun bytes-left-bound (ib)
   "An upper bound on the input bytes left: exact for a fixed region,

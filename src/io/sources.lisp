@@ -27,6 +27,18 @@ vector, from START on, until END or the end of SOURCE's data; return the
 index after the last byte put, which is below END only at the end of the
 data.  Errors propagate to the caller of RESTORE."))
 
+(defgeneric source-read-to-address (source address count)
+  (:documentation "Put the next bytes of SOURCE, up to COUNT, at ADDRESS (an
+integer: memory the caller owns and keeps in place); return how many were
+put, below COUNT only at the end of the data.  NIL, having read nothing,
+when SOURCE cannot put bytes in raw memory (the default): its reader then
+goes through a vector, SOURCE-READ.  binstore's decompressors can, and a
+restore reads the payloads of large arrays from them so, without a pass
+through its window.")
+  (:method (source address count)
+    (declare (ignore source address count))
+    nil))
+
 (defgeneric source-greedy-p (source)
   (:documentation "True when SOURCE may be read ahead, a whole window at a
 time, without waiting for bytes that may never come (a regular file, bytes
@@ -60,6 +72,19 @@ all), or a whole window from a greedy source."
         ;; stopped by the limit, not by the data
         (setf (ibuf-cut-by-limit ib) t)))))
 
+(defun byte-source-direct-read (ib address count)
+  "The IBUF's DIRECT-FN for a byte source, its window empty: up to COUNT
+bytes read straight to ADDRESS when the source can and the limit allows
+them all (else NIL: the window's way signals at the limit)."
+  (let ((source (car (ibuf-source ib)))
+        (limit (ibuf-limit ib)))
+    (when (or (null limit) (<= (+ (ibuf-offset ib) count) limit))
+      (let ((n (source-read-to-address source address count)))
+        (when n
+          ;; the bytes came after the window's, which are all used
+          (incf (ibuf-consumed ib) n)
+          n)))))
+
 (defun call-with-byte-source-ibuf (source limit fn &key (size +stream-buffer-size+))
   "Call FN with an IBUF reading the byte source SOURCE through a window of
 at least SIZE bytes, at most LIMIT bytes in all (NIL: no limit); return
@@ -71,6 +96,7 @@ unless its caller puts them back (AVAILABLE says how many)."
            (let* ((state (cons source buffer))
                   (ib (%make-ibuf :base (pointer-address (vector-pointer buffer))
                                   :limit limit :refill-fn #'byte-source-refill
+                                  :direct-fn #'byte-source-direct-read
                                   :source state)))
              (declare (dynamic-extent state ib)) ; FN is given IB for its extent only
              (funcall fn ib)))
@@ -92,35 +118,59 @@ for the message of a failed read."
 (defmethod source-greedy-p ((source fd-source))
   (fd-source-greedy source))
 
+(defun read-fd-to-address (fd address count fail)
+  "read(2) from the descriptor FD to the COUNT bytes at ADDRESS (an
+integer: memory the caller keeps in place) until they are full or the file
+ends, reading again when a signal interrupts; return the bytes read.  A
+failing read calls FAIL with the errno and the bytes read so far (FAIL
+does not return)."
+  (declare (type word address) (type index count) (type function fail))
+  (let ((pos 0))
+    (declare (type index pos))
+    (loop while (< pos count)
+          do (multiple-value-bind (n errno)
+                 (system-read fd (address-pointer (+ address pos)) (- count pos))
+               (cond ((and n (zerop n)) (return))
+                     (n (incf pos n))
+                     ((eql errno +eintr+))
+                     (t (funcall fail errno pos)))))
+    pos))
+
 (defun read-fd-into (fd octets start end fail)
   "read(2) from the descriptor FD into OCTETS from START until END or the
-end of the file, reading again when a signal interrupts; return the index
-after the last byte read.  A failing read calls FAIL with the errno and
-the index reached (FAIL does not return)."
+end of the file (READ-FD-TO-ADDRESS); return the index after the last byte
+read.  FAIL is called with the errno and the index reached."
   (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end)
            (type function fail))
-  (with-pinned-objects (octets)
-    (let ((pos start))
-      (declare (type index pos))
-      (loop while (< pos end)
-            do (multiple-value-bind (n errno)
-                   (system-read fd (pointer+ (vector-pointer octets) pos) (- end pos))
-                 (cond ((and n (zerop n)) (return))
-                       (n (incf pos n))
-                       ((eql errno +eintr+))
-                       (t (funcall fail errno pos)))))
-      pos)))
+  (flet ((fail-at (errno count) (funcall fail errno (+ start count))))
+    (declare (dynamic-extent #'fail-at))
+    (with-pinned-objects (octets)
+      (+ start (read-fd-to-address fd (pointer-address (pointer+ (vector-pointer octets) start))
+                                   (- end start) #'fail-at)))))
+
+(defun fd-source-failure (source errno count)
+  "Signal RESTORE-ERROR: SOURCE's read failed with ERRNO after COUNT more
+bytes."
+  (error 'restore-error
+         :offset (+ (fd-source-offset source) count)
+         :message (format nil "read failed: ~a" (errno-text errno))))
 
 (defmethod source-read ((source fd-source) octets start end)
   (declare (type (simple-array (unsigned-byte 8) (*)) octets) (type index start end))
-  (flet ((fail (errno pos)
-           (error 'restore-error
-                  :offset (+ (fd-source-offset source) (- pos start))
-                  :message (format nil "read failed: ~a" (errno-text errno)))))
+  (flet ((fail (errno pos) (fd-source-failure source errno (- pos start))))
     (declare (dynamic-extent #'fail))
     (let ((pos (read-fd-into (fd-source-fd source) octets start end #'fail)))
       (incf (fd-source-offset source) (- pos start))
       pos)))
+
+(defmethod source-read-to-address ((source fd-source) address count)
+  ;; a large payload of a file, read(2) straight into its array: one copy
+  ;; of its bytes, not two
+  (flet ((fail (errno n) (fd-source-failure source errno n)))
+    (declare (dynamic-extent #'fail))
+    (let ((n (read-fd-to-address (fd-source-fd source) address count #'fail)))
+      (incf (fd-source-offset source) n)
+      n)))
 
 ;;; ------------------------------------------------------------------
 ;;; A binary Lisp input stream.
