@@ -358,16 +358,26 @@ counted as held, and saving the image lets them go."
   (zerop (nth-value 2 (uiop:run-program command :ignore-error-status t
                                                  :error-output nil :output nil))))
 
+(defun call-with-plain-record-file (datum function)
+  "Call FUNCTION with FILE, a function of a name returning the namestring
+of that file in a fresh temporary directory, where DATUM's plain record
+was written as \"plain.bin\"."
+  (call-with-temporary-directory
+   (lambda (directory)
+     (flet ((file (name) (namestring (merge-pathnames name directory))))
+       (write-file-octets (file "plain.bin") (binstore:store nil datum))
+       (funcall function #'file)))))
+
 (test frames-are-the-tools-frames
   "The zstd and lz4 command-line tools decompress binstore's frames to the
 plain record, and binstore restores the frames the tools make, several
 concatenated in one file too."
   (let* ((datum (big-compressible-datum))
          (plain (binstore:store nil datum)))
-    (call-with-temporary-directory
-     (lambda (directory)
-       (flet ((file (name) (namestring (merge-pathnames name directory))))
-         (write-file-octets (file "plain.bin") plain)
+    (call-with-plain-record-file
+     datum
+     (lambda (file)
+       (flet ((file (name) (funcall file name)))
          (loop for (method tool-compress tool-decompress)
                  in '((:zstd "zstd -q -f -3 ~a -o ~a" "zstd -q -f -d ~a -o ~a")
                       (:lz4 "lz4 -q -f -9 ~a ~a" "lz4 -q -f -d ~a ~a"))
@@ -436,12 +446,11 @@ content, independent blocks), a checksum of each block alone (as binstore
 wrote its frames until 2026-11-27), both, and none (then the damage reaches
 the decoder, which may take it for other bytes: only the three others are
 checked for it)."
-  (let* ((datum (big-compressible-datum))
-         (plain (binstore:store nil datum)))
-    (call-with-temporary-directory
-     (lambda (directory)
-       (flet ((file (name) (namestring (merge-pathnames name directory))))
-         (write-file-octets (file "plain.bin") plain)
+  (let ((datum (big-compressible-datum)))
+    (call-with-plain-record-file
+     datum
+     (lambda (file)
+       (flet ((file (name) (funcall file name)))
          (loop for (options checked) in '(("" t) ("-BX --no-frame-crc" t) ("-BX -BD" t)
                                           ("--no-frame-crc" nil))
                do (is-true (run-tool (format nil "lz4 -q -f ~a ~a ~a" options (file "plain.bin")

@@ -187,8 +187,8 @@ source can, read up to COUNT bytes straight to ADDRESS: return how many
 (defun read-octets-to-address (ib address count)
   "Copy COUNT input bytes to ADDRESS (memory the caller pins and has just
 allocated, see PREFAULT), an integer as for WRITE-OCTETS-FROM-ADDRESS.
-A long run is read straight there when the source can (a decompressor),
-saving a pass through the window."
+A long run is read straight there when the source can (a file's
+descriptor, a decompressor), saving a pass through the window."
   (declare (type ibuf ib) (type word address) (type index count))
   (loop while (> count 0)
         do (let ((direct (read-octets-directly ib address count)))

@@ -32,9 +32,9 @@ data.  Errors propagate to the caller of RESTORE."))
 integer: memory the caller owns and keeps in place); return how many were
 put, below COUNT only at the end of the data.  NIL, having read nothing,
 when SOURCE cannot put bytes in raw memory (the default): its reader then
-goes through a vector, SOURCE-READ.  binstore's decompressors can, and a
-restore reads the payloads of large arrays from them so, without a pass
-through its window.")
+goes through a vector, SOURCE-READ.  A file's descriptor (FD-SOURCE) and
+binstore's decompressors can, and a restore reads the payloads of large
+arrays from them so, without a pass through its window.")
   (:method (source address count)
     (declare (ignore source address count))
     nil))
