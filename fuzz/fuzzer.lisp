@@ -314,7 +314,13 @@ adjustable and displaced arrays."
           (list "compressed arrays" (list (specialized-arrays) (noisy-doubles 300)
                                           (sample-vector '(signed-byte 32) 100))
                 '((:compression :zstd) (:compression (:lz4 :shuffle t))
-                  (:compression (:zstd :level 1 :shuffle nil)))))))
+                  (:compression (:zstd :level 1 :shuffle nil)))))
+        ;; payloads long enough (72 KB, 70 KB) to be decompressed straight
+        ;; into their arrays (a direct read, src/io/input.lisp)
+        (when binstore::*compression-hook*
+          (list "compressed large arrays"
+                (list (noisy-doubles 9000) (sample-vector '(unsigned-byte 8) 70000))
+                '((:compression :lz4) (:compression :zstd))))))
 
 (defun noisy-doubles (n)
   "N doubles of a sine with noise: a numeric payload worth shuffling."
