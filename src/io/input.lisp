@@ -24,7 +24,8 @@
   (cut-by-limit nil)                  ; true when END stops at the limit, not the data
   (refill-fn nil :type (or null function))
   ;; (ib address count): read up to COUNT bytes past an empty window
-  ;; straight to ADDRESS; the number read, or NIL when it cannot
+  ;; straight to ADDRESS; the number read, or NIL when it cannot (then it
+  ;; may set itself to NIL, never to be asked again)
   (direct-fn nil :type (or null function))
   (source nil))
 
@@ -176,12 +177,11 @@ straight where they go, past an empty window, rather than through it.")
 
 (defun read-octets-directly (ib address count)
   "When IB's window is empty, COUNT is +DIRECT-READ-BYTES+ or more and IB's
-source can, read up to COUNT bytes straight to ADDRESS: return how many
-\(0 at the end of the data), or NIL having read none."
+source can, read up to COUNT bytes straight to ADDRESS (PREFAULTed first):
+return how many (0 at the end of the data), or NIL having read none."
   (declare (type ibuf ib) (type word address) (type index count))
   (let ((fn (ibuf-direct-fn ib)))
     (when (and fn (zerop (available ib)) (>= count +direct-read-bytes+))
-      (prefault address count)
       (funcall fn ib address count))))
 
 (defun read-octets-to-address (ib address count)

@@ -74,16 +74,23 @@ all), or a whole window from a greedy source."
 
 (defun byte-source-direct-read (ib address count)
   "The IBUF's DIRECT-FN for a byte source, its window empty: up to COUNT
-bytes read straight to ADDRESS when the source can and the limit allows
-them all (else NIL: the window's way signals at the limit)."
+bytes read straight to ADDRESS (PREFAULTed first) when the source can and
+the limit allows them all (else NIL: the window's way signals at the
+limit).  A source that cannot is not asked again."
   (let ((source (car (ibuf-source ib)))
         (limit (ibuf-limit ib)))
     (when (or (null limit) (<= (+ (ibuf-offset ib) count) limit))
+      (prefault address count)
       (let ((n (source-read-to-address source address count)))
-        (when n
-          ;; the bytes came after the window's, which are all used
-          (incf (ibuf-consumed ib) n)
-          n)))))
+        (cond (n
+               ;; the bytes came after the window's, which are all used
+               (incf (ibuf-consumed ib) n)
+               n)
+              (t
+               ;; a Lisp stream, say: the rest of the restore goes through
+               ;; the window without asking, nor prefaulting all again
+               (setf (ibuf-direct-fn ib) nil)
+               nil))))))
 
 (defun call-with-byte-source-ibuf (source limit fn &key (size +stream-buffer-size+))
   "Call FN with an IBUF reading the byte source SOURCE through a window of
