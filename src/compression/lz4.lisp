@@ -61,13 +61,14 @@ back into the record.  STORE-ERROR for any other level."
 ;;; An LZ4 context is a cons: the library's context, and an XXH32 state for
 ;;; the checksum of the frame's content.
 
-(defun make-xxh32-state (free-other other)
+(defun make-xxh32-state (free-other other condition-type)
   "A new XXH32 state; when none can be made, call FREE-OTHER on OTHER (the
-context it was to go with) and signal STORE-ERROR."
+context it was to go with) and signal CONDITION-TYPE (STORE-ERROR or
+RESTORE-ERROR)."
   (let ((state (%xxh32-create-state)))
     (when (cffi:null-pointer-p state)
       (funcall free-other other)
-      (error 'store-error :message "xxHash: cannot make a checksum state"))
+      (error condition-type :message "xxHash: cannot make a checksum state"))
     state))
 
 (defun free-lz4-context (free context)
@@ -82,7 +83,8 @@ state."
               (lz4-check (%lz4f-create-compression-context pointer +lz4f-version+)
                          "making a compression context")
               (let ((cctx (cffi:mem-ref pointer :pointer)))
-                (cons cctx (make-xxh32-state #'%lz4f-free-compression-context cctx)))))
+                (cons cctx (make-xxh32-state #'%lz4f-free-compression-context cctx
+                                             'store-error)))))
   ;; LZ4F_compressBegin starts every frame afresh, whatever came before,
   ;; and OPEN-COMPRESSOR resets the checksum
   :reset (constantly t)
@@ -208,7 +210,8 @@ frame read so far (at its end, the checksum written); :LIBRARY otherwise."
                          :message (format nil "LZ4: cannot make a decompression context: ~a"
                                           (%lz4f-error-name code)))))
               (let ((dctx (cffi:mem-ref pointer :pointer)))
-                (cons dctx (make-xxh32-state #'%lz4f-free-decompression-context dctx)))))
+                (cons dctx (make-xxh32-state #'%lz4f-free-decompression-context dctx
+                                             'restore-error)))))
   :reset (lambda (context)
            (%lz4f-reset-decompression-context (car context))
            t)

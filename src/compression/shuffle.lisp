@@ -461,11 +461,7 @@ into PENDING."
 
 (defmethod source-read-to-address ((source unshuffling-source) address count)
   (case (unshuffling-source-mode source)
-    (:plain
-     (let ((n (source-read-to-address (filter-source-inner source) address count)))
-       (when n
-         (incf (unshuffling-source-content source) n))
-       n))
+    (:plain (read-content-to-address source address count))
     (:container (read-shuffle-container source address 0 count))
     ;; the first byte, which says which, is read through SOURCE-READ
     (t nil)))
