@@ -378,13 +378,69 @@ thresholds of two characters a word, for either lane."
         (state (seeded-random-state 3407))
         (string (make-string 300)))
     (flet ((bytes (code) (cond ((< code #x80) 1) ((< code #x800) 2) ((< code #x10000) 3) (t 4))))
-      (dotimes (round 300)
-        (dotimes (i (length string))
-          (setf (char string i) (code-char (elt edges (random (length edges) state)))))
-        (let* ((a (random 300 state)) (b (+ a (random (- 301 a) state))))
-          (is (= (loop for i from a below b sum (bytes (char-code (char string i))))
-                 (binstore:utf8-length string :start a :end b))
-              "~d to ~d" a b))))))
+      (flet ((check ()
+               (dotimes (round 150)
+                 (dotimes (i (length string))
+                   (setf (char string i) (code-char (elt edges (random (length edges) state)))))
+                 (let* ((a (random 300 state)) (b (+ a (random (- 301 a) state))))
+                   (is (= (loop for i from a below b sum (bytes (char-code (char string i))))
+                          (binstore:utf8-length string :start a :end b))
+                       "~d to ~d" a b)))))
+        (check)
+        (call-without-avx2 #'check)))))
+
+(test narrow-blocks-of-every-mask
+  "Blocks of eight characters below #x10000 in every pattern of ASCII and
+2-byte characters, and in random patterns of 1-, 2- and 3-byte ones (at
+the edges #x7F, #x80, #x7FF, #x800, #xD800, #xFFFF), at every alignment,
+then a 4-byte character and 40 ASCII ones (the vector path only takes a
+block when the characters after it bound its writes): encoded as SBCL encodes them (binstore's own
+3-byte forms for surrogates), with the vector instructions and without;
+and UTF8-ENCODE-INTO, given room for only the first bytes, writes nothing
+past it (a block is written 16 or 32 bytes at a time, so the room must
+bound it)."
+  (let ((state (seeded-random-state 808)))
+    (flet ((block-string (widths shift)
+             (let ((string (make-string (+ shift 8 1 40) :initial-element #\x)))
+               (loop for width in widths
+                     for i from shift
+                     do (setf (char string i)
+                              (code-char (let ((choices (ecase width
+                                                          (1 '(0 #x41 #x7F))
+                                                          (2 '(#x80 #x3B1 #x7FF))
+                                                          (3 '(#x800 #x4E2D #xD800 #xFFFF)))))
+                                           (elt choices (random (length choices) state))))))
+               (setf (char string (+ shift 8)) (code-char #x1F600))
+               string))
+           (encoding (string)
+             (let ((octets '()))
+               (loop for c across string
+                     for code = (char-code c)
+                     do (if (<= #xD800 code #xDFFF) ; SBCL's encoder refuses these
+                            (push (list (logior #xE0 (ash code -12))
+                                        (logior #x80 (ldb (byte 6 6) code))
+                                        (logior #x80 (ldb (byte 6 0) code)))
+                                  octets)
+                            (push (coerce (sbcl-octets (string c)) 'list) octets)))
+               (coerce (apply #'append (nreverse octets)) '(simple-array (unsigned-byte 8) (*))))))
+      (flet ((check ()
+               (dotimes (round 1256)
+                 (let* ((widths (if (< round 256)
+                                    (loop for lane below 8 collect (if (logbitp lane round) 1 2))
+                                    (loop repeat 8 collect (1+ (random 3 state)))))
+                        (string (block-string widths (random 8 state)))
+                        (expected (encoding string)))
+                   (is (equalp expected (binstore:utf8-encode string)) "widths ~a" widths)
+                   (let* ((room (random (1+ (length expected)) state))
+                          (out (make-array (+ room 40) :element-type '(unsigned-byte 8)
+                                                       :initial-element 7)))
+                     (multiple-value-bind (p k) (binstore:utf8-encode-into string out :octet-end room)
+                       (is (= p (binstore:utf8-length string :end k)))
+                       (is (equalp (subseq expected 0 p) (subseq out 0 p)))
+                       (is-true (every (lambda (b) (= b 7)) (subseq out room))
+                                "widths ~a, room ~d" widths room)))))))
+        (check)
+        (call-without-avx2 #'check)))))
 
 (test kernels-check-their-bounds
   "Every kernel that runs unchecked refuses bounds outside its memory."

@@ -25,6 +25,15 @@
     :overwrite-fndb-silently t)
   (sb-c:defknown narrow-16 ((unsigned-byte 64) (unsigned-byte 64)) (unsigned-byte 32)
       (sb-c:always-translatable)
+    :overwrite-fndb-silently t)
+  (sb-c:defknown put-utf8-narrow-blocks ((unsigned-byte 64) (unsigned-byte 64) (unsigned-byte 64)
+                                         (unsigned-byte 64) (unsigned-byte 64))
+      (values (unsigned-byte 64) (unsigned-byte 64))
+      (sb-c:always-translatable)
+    :overwrite-fndb-silently t)
+  (sb-c:defknown count-utf8-thresholds ((unsigned-byte 64) (unsigned-byte 64) (unsigned-byte 64))
+      (values)
+      (sb-c:always-translatable)
     :overwrite-fndb-silently t))
 
 #+#.(binstore::avx2-vops-p)
@@ -90,7 +99,203 @@
       (sb-assem:inst vmovdqu (sb-vm::ea 0 to) a)
       (sb-assem:inst vpxor b b b)
       (sb-assem:inst vpcmpeqw high high b)
-      (sb-assem:inst vpmovmskb mask high))))
+      (sb-assem:inst vpmovmskb mask high)))
+  ;; UTF-8 of blocks of eight characters below #x10000, from the address
+  ;; FROM (below FROM-END) to TO, while the block's writes stay below
+  ;; TO-END.  A block of characters all below #x800 is written as 16 bytes
+  ;; of which its encoding is the first 8 to 16: narrow the eight to 16
+  ;; bits (VPACKUSDW saturates, so a code above #xFFFF stays above #x7FF);
+  ;; make each 16-bit lane its 2-byte form (#xC0|c>>6, then #x80|c&#x3F),
+  ;; or the code itself for the ASCII lanes (VPBLENDVB); then the mask of
+  ;; ASCII lanes picks a shuffle from TABLE (its 16 bytes at 16*mask) that
+  ;; drops each ASCII lane's second byte and packs the rest, and the
+  ;; block's length (the byte at 4096+mask).  Any other block of the Basic
+  ;; Multilingual Plane goes four characters at a time: each 32-bit lane
+  ;; made its 1-, 2- or 3-byte form, the masks of lanes below #x80 and
+  ;; below #x800 (4 bits each) pick a shuffle and a length in the table's
+  ;; second half (at 4352), 16 bytes written of which 4 to 12 are kept.
+  ;; Returns the addresses after the characters and the bytes encoded.
+  (sb-c:define-vop (put-utf8-narrow-blocks)
+    (:translate put-utf8-narrow-blocks)
+    (:policy :fast-safe)
+    (:args (from :scs (sb-vm::unsigned-reg))
+           (from-end :scs (sb-vm::unsigned-reg))
+           (to :scs (sb-vm::unsigned-reg))
+           (to-end :scs (sb-vm::unsigned-reg))
+           (table :scs (sb-vm::unsigned-reg)))
+    (:arg-types sb-vm::unsigned-num sb-vm::unsigned-num sb-vm::unsigned-num
+                sb-vm::unsigned-num sb-vm::unsigned-num)
+    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 0) :to :result) p)
+    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 2) :to :result) q)
+    (:temporary (:sc sb-vm::unsigned-reg) r)
+    (:temporary (:sc sb-vm::unsigned-reg) len)
+    (:temporary (:sc sb-vm::int-sse-reg) x)
+    (:temporary (:sc sb-vm::int-sse-reg) ascii)
+    (:temporary (:sc sb-vm::int-sse-reg) tt)
+    (:temporary (:sc sb-vm::int-sse-reg) lead)
+    (:temporary (:sc sb-vm::int-sse-reg) cont)
+    (:temporary (:sc sb-vm::int-sse-reg) zero)
+    (:temporary (:sc sb-vm::int-sse-reg) low6)
+    (:temporary (:sc sb-vm::int-sse-reg) c0)
+    (:temporary (:sc sb-vm::int-sse-reg) h80)
+    (:temporary (:sc sb-vm::int-sse-reg) d3f)
+    (:temporary (:sc sb-vm::int-sse-reg) d80)
+    (:temporary (:sc sb-vm::int-sse-reg) dc0)
+    (:temporary (:sc sb-vm::int-sse-reg) de0)
+    (:temporary (:sc sb-vm::int-sse-reg) narrow)
+    (:results (from-out :scs (sb-vm::unsigned-reg))
+              (to-out :scs (sb-vm::unsigned-reg)))
+    (:result-types sb-vm::unsigned-num sb-vm::unsigned-num)
+    (:generator 30
+      (let ((top (sb-assem:gen-label))
+            (wide (sb-assem:gen-label))
+            (done (sb-assem:gen-label)))
+        (sb-vm::move p from)
+        (sb-vm::move q to)
+        (sb-assem:inst vpxor zero zero zero)
+        (sb-assem:inst vpcmpeqw tt tt tt)       ; all ones
+        (sb-assem:inst vpsrlw-imm low6 tt 10)   ; #x003F in each 16-bit lane
+        (sb-assem:inst vpsllw-imm h80 tt 15)    ; #x8000
+        (sb-assem:inst vpsllw-imm c0 tt 6)      ; #xFFC0
+        (sb-assem:inst vpsrld-imm d3f tt 26)    ; #x3F in each 32-bit lane
+        (sb-assem:inst vpsrld-imm de0 tt 24)    ; #xFF
+        (sb-assem:inst vpsrlw-imm tt tt 8)      ; #x00FF in each 16-bit lane
+        (sb-assem:inst vpand c0 c0 tt)          ; #x00C0
+        (sb-assem:inst vpslld-imm d80 de0 7)    ; #x7F80
+        (sb-assem:inst vpand d80 d80 de0)       ; #x80
+        (sb-assem:inst vpslld-imm dc0 de0 6)    ; #x3FC0
+        (sb-assem:inst vpand dc0 dc0 de0)       ; #xC0
+        (sb-assem:inst vpsrld-imm tt dc0 1)     ; #x60
+        (sb-assem:inst vpor de0 dc0 tt)         ; #xE0
+        (sb-assem:emit-label top)
+        (sb-assem:inst lea r (sb-vm::ea 32 p))
+        (sb-assem:inst cmp r from-end)
+        (sb-assem:inst jmp :a done)
+        (sb-assem:inst lea r (sb-vm::ea 16 q))
+        (sb-assem:inst cmp r to-end)
+        (sb-assem:inst jmp :a done)
+        (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
+        (sb-assem:inst vpackusdw x x (sb-vm::ea 16 p))
+        (sb-assem:inst vpsrlw-imm tt x 11)
+        (sb-assem:inst vpcmpeqw tt tt zero)
+        (sb-assem:inst vpmovmskb r tt)
+        (sb-assem:inst cmp r #xFFFF)
+        (sb-assem:inst jmp :ne wide)
+        (sb-assem:inst vpsrlw-imm ascii x 7)
+        (sb-assem:inst vpcmpeqw ascii ascii zero)
+        (sb-assem:inst vpsrlw-imm lead x 6)
+        (sb-assem:inst vpor lead lead c0)
+        (sb-assem:inst vpand cont x low6)
+        (sb-assem:inst vpsllw-imm cont cont 8)
+        (sb-assem:inst vpor cont cont h80)
+        (sb-assem:inst vpor lead lead cont)
+        (sb-assem:inst vpblendvb lead lead x ascii)
+        (sb-assem:inst vpacksswb tt ascii ascii)
+        (sb-assem:inst vpmovmskb r tt)
+        (sb-assem:inst and r #xFF)
+        (sb-assem:inst movzx '(:byte :dword) len (sb-vm::ea 4096 table r))
+        (sb-assem:inst shl r 4)
+        (sb-assem:inst vpshufb lead lead (sb-vm::ea 0 table r))
+        (sb-assem:inst vmovdqu (sb-vm::ea 0 q) lead)
+        (sb-assem:inst add q len)
+        (sb-assem:inst add p 32)
+        (sb-assem:inst jmp top)
+        ;; not all below #x800: all below #x10000, and room for 32 bytes?
+        (sb-assem:emit-label wide)
+        (sb-assem:inst lea r (sb-vm::ea 32 q))
+        (sb-assem:inst cmp r to-end)
+        (sb-assem:inst jmp :a done)
+        (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
+        (sb-assem:inst vpor tt x (sb-vm::ea 16 p))
+        (sb-assem:inst vpsrld-imm tt tt 16)
+        (sb-assem:inst vpcmpeqd tt tt zero)
+        (sb-assem:inst vpmovmskb r tt)
+        (sb-assem:inst cmp r #xFFFF)
+        (sb-assem:inst jmp :ne done)
+        (dolist (half '(0 16))
+          (unless (zerop half)
+            (sb-assem:inst vmovdqu x (sb-vm::ea half p)))
+          ;; LEAD: the 3-byte form; CONT: the 2-byte form
+          (sb-assem:inst vpsrld-imm tt x 12)
+          (sb-assem:inst vpor lead tt de0)
+          (sb-assem:inst vpsrld-imm tt x 6)
+          (sb-assem:inst vpor cont tt dc0)
+          (sb-assem:inst vpand tt tt d3f)
+          (sb-assem:inst vpor tt tt d80)
+          (sb-assem:inst vpslld-imm tt tt 8)
+          (sb-assem:inst vpor lead lead tt)
+          (sb-assem:inst vpand ascii x d3f)
+          (sb-assem:inst vpor ascii ascii d80)
+          (sb-assem:inst vpslld-imm tt ascii 16)
+          (sb-assem:inst vpor lead lead tt)
+          (sb-assem:inst vpslld-imm tt ascii 8)
+          (sb-assem:inst vpor cont cont tt)
+          ;; lanes below #x800, then below #x80
+          (sb-assem:inst vpsrld-imm narrow x 11)
+          (sb-assem:inst vpcmpeqd narrow narrow zero)
+          (sb-assem:inst vpblendvb lead lead cont narrow)
+          (sb-assem:inst vpsrld-imm ascii x 7)
+          (sb-assem:inst vpcmpeqd ascii ascii zero)
+          (sb-assem:inst vpblendvb lead lead x ascii)
+          (sb-assem:inst vmovmskps r ascii)
+          (sb-assem:inst vmovmskps len narrow)
+          (sb-assem:inst shl len 4)
+          (sb-assem:inst or r len)
+          (sb-assem:inst movzx '(:byte :dword) len (sb-vm::ea (+ 4352 4096) table r))
+          (sb-assem:inst shl r 4)
+          (sb-assem:inst vpshufb lead lead (sb-vm::ea 4352 table r))
+          (sb-assem:inst vmovdqu (sb-vm::ea 0 q) lead)
+          (sb-assem:inst add q len))
+        (sb-assem:inst add p 32)
+        (sb-assem:inst jmp top)
+        (sb-assem:emit-label done)
+        (sb-vm::move from-out p)
+        (sb-vm::move to-out q))))
+  ;; over BLOCKS blocks of eight 32-bit integers from FROM, count in each
+  ;; of the eight lanes how many of the three thresholds at LANES (32-bit
+  ;; integers at offsets 0, 4 and 8, each compared as "above") its integers
+  ;; pass; store the eight counts at LANES.  A comparison's true is -1, so
+  ;; subtracting it counts one
+  (sb-c:define-vop (count-utf8-thresholds)
+    (:translate count-utf8-thresholds)
+    (:policy :fast-safe)
+    (:args (from :scs (sb-vm::unsigned-reg) :target p)
+           (blocks :scs (sb-vm::unsigned-reg) :target n)
+           (lanes :scs (sb-vm::unsigned-reg)))
+    (:arg-types sb-vm::unsigned-num sb-vm::unsigned-num sb-vm::unsigned-num)
+    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 0)) p)
+    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 1)) n)
+    (:temporary (:sc sb-vm::int-avx2-reg) counts)
+    (:temporary (:sc sb-vm::int-avx2-reg) t1)
+    (:temporary (:sc sb-vm::int-avx2-reg) t2)
+    (:temporary (:sc sb-vm::int-avx2-reg) t3)
+    (:temporary (:sc sb-vm::int-avx2-reg) x)
+    (:temporary (:sc sb-vm::int-avx2-reg) above)
+    (:generator 20
+      (let ((top (sb-assem:gen-label))
+            (done (sb-assem:gen-label)))
+        (sb-vm::move p from)
+        (sb-vm::move n blocks)
+        (sb-assem:inst vpbroadcastd t1 (sb-vm::ea 0 lanes))
+        (sb-assem:inst vpbroadcastd t2 (sb-vm::ea 4 lanes))
+        (sb-assem:inst vpbroadcastd t3 (sb-vm::ea 8 lanes))
+        (sb-assem:inst vpxor counts counts counts)
+        (sb-assem:inst test n n)
+        (sb-assem:inst jmp :z done)
+        (sb-assem:emit-label top)
+        (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
+        (sb-assem:inst vpcmpgtd above x t1)
+        (sb-assem:inst vpsubd counts counts above)
+        (sb-assem:inst vpcmpgtd above x t2)
+        (sb-assem:inst vpsubd counts counts above)
+        (sb-assem:inst vpcmpgtd above x t3)
+        (sb-assem:inst vpsubd counts counts above)
+        (sb-assem:inst add p 32)
+        (sb-assem:inst sub n 1)
+        (sb-assem:inst jmp :nz top)
+        (sb-assem:emit-label done)
+        (sb-assem:inst vmovdqu (sb-vm::ea 0 lanes) counts)
+        (sb-assem:inst vzeroupper)))))
 
 (declaim (inline ascii-mask-32 widen-32))
 (defun ascii-mask-32 (address)
@@ -120,3 +325,63 @@ AVX2-INSTRUCTIONS-P is true."
   (declare (type (unsigned-byte 64) from to))
   #+#.(binstore::avx2-vops-p) (narrow-16 from to)
   #-#.(binstore::avx2-vops-p) (progn from to (error "no AVX2 here")))
+
+(defconstant +count-blocks-limit+ (expt 2 24)
+  "The most blocks one COUNT-UTF8-THRESHOLDS call may count: each lane's
+count stays below 2^26, and the eight lanes' sum below 2^29.")
+
+(defun count-utf8-thresholds (from blocks lanes)
+  "For the BLOCKS (at most +COUNT-BLOCKS-LIMIT+) blocks of eight 32-bit
+integers at the address FROM, count in each lane how many of the three
+32-bit thresholds at the address LANES (offsets 0, 4 and 8) its integers
+are above, and store the eight counts at LANES (memory the caller has
+pinned and checked: 32 * BLOCKS bytes readable, 32 writable).  Only where
+AVX2-INSTRUCTIONS-P is true."
+  (declare (type (unsigned-byte 64) from blocks lanes))
+  #+#.(binstore::avx2-vops-p) (count-utf8-thresholds from blocks lanes)
+  #-#.(binstore::avx2-vops-p) (progn from blocks lanes (error "no AVX2 here"))
+  (values))
+
+(defun make-narrow-utf8-table ()
+  "The table of PUT-UTF8-NARROW-BLOCKS.  Its first half, for blocks of
+eight characters below #x800: for each 8-bit mask of the lanes of a block
+that are ASCII, at 16 times the mask, the byte shuffle that takes the first
+byte of each ASCII lane and both bytes of every other, in order (#x80,
+which stores zero, for the bytes left over); at 4096 plus the mask, the
+number of bytes taken.  Its second half, from 4352, for four characters
+below #x10000 in 32-bit lanes each holding its 1-, 2- or 3-byte form: the
+same for each mask of lanes below #x80 (bits 0-3) and below #x800 (bits
+4-7), taking 1, 2 or 3 bytes of each lane."
+  (let ((table (make-array (* 2 (+ 4096 256)) :element-type '(unsigned-byte 8)
+                                                :initial-element #x80)))
+    (dotimes (mask 256 table)
+      (flet ((fill-entry (base lanes lane-bytes width)
+               (let ((n 0))
+                 (dotimes (lane lanes)
+                   (dotimes (i (funcall width lane))
+                     (setf (aref table (+ base (* 16 mask) n)) (+ (* lane-bytes lane) i))
+                     (incf n)))
+                 (setf (aref table (+ base 4096 mask)) n))))
+        (fill-entry 0 8 2 (lambda (lane) (if (logbitp lane mask) 1 2)))
+        (fill-entry 4352 4 4 (lambda (lane)
+                               (cond ((logbitp lane mask) 1)
+                                     ((logbitp (+ 4 lane) mask) 2)
+                                     (t 3))))))))
+
+(define-load-time-global **narrow-utf8-table** (make-narrow-utf8-table)
+  "The shuffles and lengths PUT-UTF8-NARROW-BLOCKS reads, made once.")
+
+(declaim (inline put-utf8-narrow-blocks))
+(defun put-utf8-narrow-blocks (from from-end to to-end table)
+  "Encode blocks of eight characters (32-bit codes) from the address FROM
+as UTF-8 at the address TO while every character of the block is below
+#x10000, FROM + 32 <= FROM-END and the block's writes stay below TO-END
+(TO + 16 for a block below #x800, of which its encoding is the first 8 to
+16; TO + 32 for others, of which it is the first 8 to 24).  TABLE is the address of the
+pinned **NARROW-UTF8-TABLE**; the caller has pinned the rest and checked
+that those bounds are inside its memory.  Returns the address after the
+characters encoded and the one after their bytes.  Only where
+AVX2-INSTRUCTIONS-P is true."
+  (declare (type (unsigned-byte 64) from from-end to to-end table))
+  #+#.(binstore::avx2-vops-p) (put-utf8-narrow-blocks from from-end to to-end table)
+  #-#.(binstore::avx2-vops-p) (progn from-end to-end table (error "no AVX2 here") (values from to)))
