@@ -236,6 +236,37 @@ replacement."
           (is (string= expected string) "~s" octets)
           (is (= (count (code-char #xFFFD) expected) (length offsets)) "~s" octets))))))
 
+(test four-characters-a-step-against-one-by-one
+  "Text of 1- to 3-byte characters (surrogates too), damaged now and then
+the ways the four-at-a-time decoder must refuse (a stray continuation
+byte, a lead byte of another width, C0/C1, an overlong E0 form, F0 and
+over, a cut sequence), decodes with the vector instructions to the same
+string, with the same INVALID-UTF8 offsets, as one character at a time
+without them, and as the plain reference."
+  (let ((state (seeded-random-state 4404))
+        (ranges '((#x0 . #x7F) (#x80 . #x7FF) (#x800 . #xFFFF))))
+    (flet ((damage (byte)
+             (case (random 8 state)
+               (0 (+ #x80 (random 64 state)))             ; a continuation byte
+               (1 (+ #xC2 (random 30 state)))             ; a 2-byte lead
+               (2 (+ #xE0 (random 16 state)))             ; a 3-byte lead
+               (3 (+ #xC0 (random 2 state)))              ; never valid
+               (4 (+ #xF0 (random 16 state)))             ; 4-byte leads and worse
+               (5 (random 128 state))                     ; ASCII
+               (t (if (< byte #x80) #xE0 (logxor byte #x40))))))
+      (dotimes (round 3000)
+        (let* ((text (random-text state (+ 4 (random 80 state)) ranges))
+               (valid (coerce (binstore:utf8-encode text) 'list))
+               (octets (coerce (loop for b in valid
+                                     collect (if (zerop (random 30 state)) (damage b) b))
+                               '(simple-array (unsigned-byte 8) (*)))))
+          (multiple-value-bind (string offsets) (decode-replacing octets)
+            (multiple-value-bind (plain plain-offsets)
+                (call-without-avx2 (lambda () (decode-replacing octets)))
+              (is (string= plain string) "~s" octets)
+              (is (equal plain-offsets offsets) "~s" octets)
+              (is (string= (reference-decode octets) string) "~s" octets))))))))
+
 (test bounds
   "START and END: bytes outside them are never read, a sequence END cuts is
 ill-formed, empty ranges give empty strings, bad bounds signal TYPE-ERROR."

@@ -111,17 +111,20 @@ cut by END, and signals at the right offset for a bad one.  ASCII goes
 thirty-two bytes a step where the processor has AVX2 (ASCII-MASK-32 and
 WIDEN-32), else eight, each word widened into eight characters by four
 stores; a word whose first bytes only are ASCII is widened too, and
-those bytes taken."
+those bytes taken.  Other characters go four at a time where they are of
+1 to 3 bytes and AVX2 is there (DECODE-UTF8-BLOCKS), else one by one."
   (declare (type (simple-array character (*)) string) (type index i count pos end)
            (type word address) (optimize speed))
   ;; The unchecked accesses below stay within [POS, END), the window's valid
   ;; bytes (the caller's invariant), and below COUNT in STRING:
   (unless (and (<= count (length string)) (<= i count) (<= pos end))
     (kernel-bounds-error 'decode-utf8-window i count (length string) pos end))
-  (with-pinned-objects (string)
+  (with-pinned-objects (string **utf8-decoding-table**)
     (let ((sap (address-pointer address))
           (out (character-string-pointer string)) ; on SBCL VECTOR-POINTER
-          (wide (avx2-instructions-p)))
+          (wide (avx2-instructions-p))
+          (table (pointer-address (vector-pointer **utf8-decoding-table**))))
+      (declare (type word table))
       (flet ((at (k) (mem-u8 sap (+ pos k)))
              (put (code) (setf (mem-u32 out (* 4 i)) code)))
         (declare (inline at put))
@@ -170,6 +173,20 @@ those bytes taken."
                                         (setf i (+ i ascii) pos (+ pos ascii)))))
                                 (progn (put b0)
                                        (setf i (+ i 1) pos (+ pos 1)))))
+                           ((and wide (>= room 16) (<= (+ i 4) count)
+                                 ;; four characters of 1 to 3 bytes a step,
+                                 ;; while they are valid; true when it took
+                                 ;; some: reads below END, writes below COUNT
+                                 (let ((from (+ address pos)) (to (+ (pointer-address out) (* 4 i))))
+                                   (multiple-value-bind (after-bytes after-chars)
+                                       (decode-utf8-blocks from (+ address end) to
+                                                           (+ (pointer-address out) (* 4 count))
+                                                           table)
+                                     (declare (type word after-bytes after-chars))
+                                     (when (> after-bytes from)
+                                       (setf pos (+ pos (- after-bytes from))
+                                             i (+ i (ash (- after-chars to) -2)))
+                                       t)))))
                            ((< b0 #xC2) (return))
                            ((< b0 #xE0)
                             (unless (and (>= room 2) (= (logand (at 1) #xC0) #x80))

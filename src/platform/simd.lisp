@@ -31,6 +31,11 @@
       (values (unsigned-byte 64) (unsigned-byte 64))
       (sb-c:always-translatable)
     :overwrite-fndb-silently t)
+  (sb-c:defknown decode-utf8-blocks ((unsigned-byte 64) (unsigned-byte 64) (unsigned-byte 64)
+                                     (unsigned-byte 64) (unsigned-byte 64))
+      (values (unsigned-byte 64) (unsigned-byte 64))
+      (sb-c:always-translatable)
+    :overwrite-fndb-silently t)
   (sb-c:defknown count-utf8-thresholds ((unsigned-byte 64) (unsigned-byte 64) (unsigned-byte 64))
       (values)
       (sb-c:always-translatable)
@@ -251,6 +256,120 @@
         (sb-assem:emit-label done)
         (sb-vm::move from-out p)
         (sb-vm::move to-out q))))
+  ;; Decode UTF-8 from the address FROM (below FROM-END) into 32-bit
+  ;; characters at TO (below TO-END), four characters of 1 to 3 bytes a
+  ;; step, while they are valid.  A step loads 16 bytes (FROM + 16 <=
+  ;; FROM-END) and stores 16 (TO + 16 <= TO-END).  The bytes that are not
+  ;; continuation bytes start characters: their mask over bytes 1 to 12
+  ;; picks, in TABLE (see MAKE-UTF8-DECODING-TABLE), the bytes the first
+  ;; four characters take (0: not four of at most 3 bytes each in those
+  ;; 12, or byte 0 a continuation byte) and the shuffle that puts each
+  ;; character's last, second-last and third-last bytes and its first
+  ;; byte into bytes 0 to 3 of its 32-bit lane (zeros where it has none).
+  ;; The code point is then (b0 & #x7F) | (b1 & #x3F) << 6 | (b2 & #x0F)
+  ;; << 12, and the characters are valid exactly when, in every lane, the
+  ;; number of bytes the character takes, the one its first byte announces
+  ;; (#xC0-#xDF two, #xE0-#xEF three, #xF0 and over none of these) and the
+  ;; one its code point needs (no overlong form) are the same: each is
+  ;; counted as minus the comparisons that hold (the first from which of
+  ;; its last two bytes are continuation bytes, as the mask made them).  Returns the addresses
+  ;; after the bytes decoded and the characters stored.
+  (sb-c:define-vop (decode-utf8-blocks)
+    (:translate decode-utf8-blocks)
+    (:policy :fast-safe)
+    (:args (from :scs (sb-vm::unsigned-reg))
+           (from-end :scs (sb-vm::unsigned-reg))
+           (to :scs (sb-vm::unsigned-reg))
+           (to-end :scs (sb-vm::unsigned-reg))
+           (table :scs (sb-vm::unsigned-reg)))
+    (:arg-types sb-vm::unsigned-num sb-vm::unsigned-num sb-vm::unsigned-num
+                sb-vm::unsigned-num sb-vm::unsigned-num)
+    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 0) :to :result) p)
+    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 2) :to :result) q)
+    (:temporary (:sc sb-vm::unsigned-reg) r)
+    (:temporary (:sc sb-vm::unsigned-reg) len)
+    (:temporary (:sc sb-vm::int-sse-reg) x)
+    (:temporary (:sc sb-vm::int-sse-reg) lane)
+    (:temporary (:sc sb-vm::int-sse-reg) code)
+    (:temporary (:sc sb-vm::int-sse-reg) tt)
+    (:temporary (:sc sb-vm::int-sse-reg) width)
+    (:temporary (:sc sb-vm::int-sse-reg) other)
+    (:results (from-out :scs (sb-vm::unsigned-reg))
+              (to-out :scs (sb-vm::unsigned-reg)))
+    (:result-types sb-vm::unsigned-num sb-vm::unsigned-num)
+    (:generator 30
+      (flet ((k (n) (sb-vm::ea (* 16 n) table)))
+        (let ((top (sb-assem:gen-label))
+              (done (sb-assem:gen-label)))
+          (sb-vm::move p from)
+          (sb-vm::move q to)
+          (sb-assem:emit-label top)
+          (sb-assem:inst lea r (sb-vm::ea 16 p))
+          (sb-assem:inst cmp r from-end)
+          (sb-assem:inst jmp :a done)
+          (sb-assem:inst lea r (sb-vm::ea 16 q))
+          (sb-assem:inst cmp r to-end)
+          (sb-assem:inst jmp :a done)
+          (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
+          ;; continuation bytes: below #xC0 as signed bytes, #x80-#xBF
+          (sb-assem:inst vmovdqu tt (k 7))
+          (sb-assem:inst vpcmpgtb tt tt x)
+          (sb-assem:inst vpmovmskb r tt)
+          (sb-assem:inst test r 1)
+          (sb-assem:inst jmp :nz done)
+          (sb-assem:inst not r)
+          (sb-assem:inst shr r 1)
+          (sb-assem:inst and r #xFFF)
+          (sb-assem:inst movzx '(:byte :dword) len (sb-vm::ea (+ 128 65536) table r))
+          (sb-assem:inst test len len)
+          (sb-assem:inst jmp :z done)
+          (sb-assem:inst shl r 4)
+          (sb-assem:inst vpshufb lane x (sb-vm::ea 128 table r))
+          ;; the code points
+          (sb-assem:inst vpand code lane (k 0))          ; #x7F
+          (sb-assem:inst vpsrld-imm tt lane 2)
+          (sb-assem:inst vpand tt tt (k 1))              ; #xFC0
+          (sb-assem:inst vpor code code tt)
+          (sb-assem:inst vpsrld-imm tt lane 4)
+          (sb-assem:inst vpand tt tt (k 2))              ; #xF000
+          (sb-assem:inst vpor code code tt)
+          ;; WIDTH: minus the bytes beyond the first: a character's last
+          ;; byte is a continuation byte when it has two or more, its
+          ;; second-last when it has three
+          (sb-assem:inst vmovdqu tt (k 7))
+          (sb-assem:inst vpcmpgtb other tt lane)
+          (sb-assem:inst vpslld-imm width other 24)
+          (sb-assem:inst vpsrad-imm width width 31)
+          (sb-assem:inst vpslld-imm tt other 16)
+          (sb-assem:inst vpsrad-imm tt tt 31)
+          (sb-assem:inst vpaddd width width tt)
+          ;; what the code point needs
+          (sb-assem:inst vpcmpgtd other code (k 0))      ; > #x7F
+          (sb-assem:inst vpcmpgtd tt code (k 3))         ; > #x7FF
+          (sb-assem:inst vpaddd other other tt)
+          (sb-assem:inst vpcmpeqd other other width)
+          (sb-assem:inst vpmovmskb r other)
+          (sb-assem:inst cmp r #xFFFF)
+          (sb-assem:inst jmp :ne done)
+          ;; what the first byte announces
+          (sb-assem:inst vpsrld-imm lane lane 24)
+          (sb-assem:inst vpcmpgtd other lane (k 4))      ; > #xBF
+          (sb-assem:inst vpcmpgtd tt lane (k 5))         ; > #xDF
+          (sb-assem:inst vpaddd other other tt)
+          (sb-assem:inst vpcmpgtd tt lane (k 6))         ; > #xEF: none
+          (sb-assem:inst vpslld-imm tt tt 2)
+          (sb-assem:inst vpaddd other other tt)
+          (sb-assem:inst vpcmpeqd other other width)
+          (sb-assem:inst vpmovmskb r other)
+          (sb-assem:inst cmp r #xFFFF)
+          (sb-assem:inst jmp :ne done)
+          (sb-assem:inst vmovdqu (sb-vm::ea 0 q) code)
+          (sb-assem:inst add q 16)
+          (sb-assem:inst add p len)
+          (sb-assem:inst jmp top)
+          (sb-assem:emit-label done)
+          (sb-vm::move from-out p)
+          (sb-vm::move to-out q)))))
   ;; over BLOCKS blocks of eight 32-bit integers from FROM, count in each
   ;; of the eight lanes how many of the three thresholds at LANES (32-bit
   ;; integers at offsets 0, 4 and 8, each compared as "above") its integers
@@ -384,4 +503,57 @@ characters encoded and the one after their bytes.  Only where
 AVX2-INSTRUCTIONS-P is true."
   (declare (type (unsigned-byte 64) from from-end to to-end table))
   #+#.(binstore::avx2-vops-p) (put-utf8-narrow-blocks from from-end to to-end table)
+  #-#.(binstore::avx2-vops-p) (progn from-end to-end table (error "no AVX2 here") (values from to)))
+
+(defun make-utf8-decoding-table ()
+  "The table of DECODE-UTF8-BLOCKS.  At 0, eight 16-byte constants: the
+32-bit lanes #x7F, #xFC0, #xF000, #x7FF, #xBF, #xDF, #xEF, then 16 bytes
+#xC0.  At 128, for each 12-bit mask of the bytes 1 to 12 of a 16-byte
+window that start characters (byte 0 starts one), 16 bytes: the shuffle
+putting the first four characters in four 32-bit lanes, each lane's bytes
+0, 1 and 2 the character's last, second-last and third-last bytes (#x80,
+which stores zero, where it has fewer) and byte 3 its first byte.  At
+65664, for each mask, the bytes those four characters take: 0 when they
+are not four of 1 to 3 bytes each."
+  (let ((table (make-array (+ 128 65536 4096) :element-type '(unsigned-byte 8)
+                                                :initial-element #x80)))
+    (loop for constant in '(#x7F #xFC0 #xF000 #x7FF #xBF #xDF #xEF)
+          for at from 0 by 16
+          do (dotimes (lane 4)
+               (dotimes (byte 4)
+                 (setf (aref table (+ at (* 4 lane) byte)) (ldb (byte 8 (* 8 byte)) constant)))))
+    (fill table #xC0 :start 112 :end 128)
+    (dotimes (mask 4096 table)
+      (let ((starts (cons 0 (loop for position from 1 to 12
+                                  when (logbitp (1- position) mask) collect position))))
+        (setf (aref table (+ 128 65536 mask))
+              (if (and (>= (length starts) 5)
+                       (loop for (a b) on starts repeat 4 always (<= (- b a) 3)))
+                  (progn
+                    (loop for lane below 4
+                          for first = (nth lane starts)
+                          for after = (nth (1+ lane) starts)
+                          for at = (+ 128 (* 16 mask) (* 4 lane))
+                          do (loop for byte below 3
+                                   for index = (- after 1 byte)
+                                   when (>= index first)
+                                     do (setf (aref table (+ at byte)) index))
+                             (setf (aref table (+ at 3)) first))
+                    (nth 4 starts))
+                  0))))))
+
+(define-load-time-global **utf8-decoding-table** (make-utf8-decoding-table)
+  "The constants, shuffles and lengths DECODE-UTF8-BLOCKS reads, made once.")
+
+(declaim (inline decode-utf8-blocks))
+(defun decode-utf8-blocks (from from-end to to-end table)
+  "Decode the UTF-8 at the address FROM into 32-bit characters at the
+address TO, four characters of 1 to 3 bytes a step, while they are valid
+UTF-8 (no overlong form; surrogates are decoded), FROM + 16 <= FROM-END and
+TO + 16 <= TO-END.  TABLE is the address of the pinned
+**UTF8-DECODING-TABLE**; the caller has pinned the rest and checked those
+bounds.  Returns the address after the bytes decoded and the one after the
+characters stored.  Only where AVX2-INSTRUCTIONS-P is true."
+  (declare (type (unsigned-byte 64) from from-end to to-end table))
+  #+#.(binstore::avx2-vops-p) (decode-utf8-blocks from from-end to to-end table)
   #-#.(binstore::avx2-vops-p) (progn from-end to-end table (error "no AVX2 here") (values from to)))
