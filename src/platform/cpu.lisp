@@ -48,7 +48,9 @@ SSE4.2 (CPUID leaf 1, ECX bit 20)."
   (processor-fact **crc32c-instruction** (cpuid-bit-p 1 2 20)))
 
 (defun avx2-instructions-p ()
-  "True when ASCII-MASK-32, WIDEN-32 and NARROW-16 may be called: SBCL on
+  "True when the AVX2 kernels of simd.lisp (ASCII-MASK-32, WIDEN-32,
+NARROW-16, PUT-UTF8-NARROW-BLOCKS, DECODE-UTF8-BLOCKS, COUNT-UTF8-THRESHOLDS)
+may be called: SBCL on
 an x86-64 processor with AVX2 (CPUID leaf 7, EBX bit 5) whose system has
 XSAVE on (leaf 1, ECX bit 27, OSXSAVE, as every Linux that knows AVX
 does), and an SBCL that assembles AVX2."

@@ -1,5 +1,5 @@
 ;;;; Sixteen and thirty-two bytes at a time: the AVX2 instructions under
-;;;; the UTF-8 codec's ASCII runs.
+;;;; the UTF-8 codec.
 ;;;;
 ;;;; Widening ASCII bytes into a character string's 32-bit characters is
 ;;;; where decoding text spends its time; a machine word at a time it runs
@@ -9,9 +9,14 @@
 ;;;; sixteen characters into sixteen bytes with three (VPACKUSDW twice,
 ;;;; VPACKUSWB) and tells whether they were all ASCII with four more.  On
 ;;;; SBCL x86-64 ASCII-MASK-32, WIDEN-32 and NARROW-16 are those
-;;;; instructions (VOPs); AVX2-INSTRUCTIONS-P (cpu.lisp) says whether this
-;;;; processor has them.  Elsewhere there are none, and the callers keep to
-;;;; their word loops.
+;;;; instructions (VOPs).  Text that is not ASCII has three more, each a
+;;;; loop of its own: PUT-UTF8-NARROW-BLOCKS encodes eight characters below
+;;;; #x10000 a step, packing each block's bytes with one table-chosen
+;;;; shuffle (VPSHUFB); DECODE-UTF8-BLOCKS decodes four characters of 1 to
+;;;; 3 bytes a step, the same way backwards, and checks them; and
+;;;; COUNT-UTF8-THRESHOLDS counts the bytes a string encodes into.
+;;;; AVX2-INSTRUCTIONS-P (cpu.lisp) says whether this processor has them.
+;;;; Elsewhere there are none, and the callers keep to their word loops.
 
 (in-package #:binstore)
 
@@ -105,6 +110,41 @@
       (sb-assem:inst vpxor b b b)
       (sb-assem:inst vpcmpeqw high high b)
       (sb-assem:inst vpmovmskb mask high)))
+  ;; The two UTF-8 loops below share their interface: five addresses in
+  ;; (FROM, FROM-END, TO, TO-END, TABLE), two out (where FROM and TO got
+  ;; to), the unsigned temporaries P and Q (the two addresses as they go)
+  ;; and R and LEN.
+  (defmacro define-utf8-stream-vop (name (&rest xmm-temporaries) &body generator)
+    "Define the VOP NAME, translating NAME, of the arguments FROM, FROM-END,
+TO, TO-END and TABLE (unsigned words) and the results FROM-OUT and TO-OUT:
+P and Q start as FROM and TO, GENERATOR (which may also use R, LEN and the
+128-bit XMM-TEMPORARIES) moves them on, and their last values are the
+results.  The names are the VOP's own, as DEFINE-VOP binds them."
+    `(sb-c:define-vop (,name)
+       (:translate ,name)
+       (:policy :fast-safe)
+       (:args (from :scs (sb-vm::unsigned-reg))
+              (from-end :scs (sb-vm::unsigned-reg))
+              (to :scs (sb-vm::unsigned-reg))
+              (to-end :scs (sb-vm::unsigned-reg))
+              (table :scs (sb-vm::unsigned-reg)))
+       (:arg-types sb-vm::unsigned-num sb-vm::unsigned-num sb-vm::unsigned-num
+                   sb-vm::unsigned-num sb-vm::unsigned-num)
+       (:temporary (:sc sb-vm::unsigned-reg :from (:argument 0) :to :result) p)
+       (:temporary (:sc sb-vm::unsigned-reg :from (:argument 2) :to :result) q)
+       (:temporary (:sc sb-vm::unsigned-reg) r)
+       (:temporary (:sc sb-vm::unsigned-reg) len)
+       ,@(loop for xmm in xmm-temporaries
+               collect `(:temporary (:sc sb-vm::int-sse-reg) ,xmm))
+       (:results (from-out :scs (sb-vm::unsigned-reg))
+                 (to-out :scs (sb-vm::unsigned-reg)))
+       (:result-types sb-vm::unsigned-num sb-vm::unsigned-num)
+       (:generator 30
+         (sb-vm::move p from)
+         (sb-vm::move q to)
+         ,@generator
+         (sb-vm::move from-out p)
+         (sb-vm::move to-out q))))
   ;; UTF-8 of blocks of eight characters below #x10000, from the address
   ;; FROM (below FROM-END) to TO, while the block's writes stay below
   ;; TO-END.  A block of characters all below #x800 is written as 16 bytes
@@ -120,43 +160,11 @@
   ;; below #x800 (4 bits each) pick a shuffle and a length in the table's
   ;; second half (at 4352), 16 bytes written of which 4 to 12 are kept.
   ;; Returns the addresses after the characters and the bytes encoded.
-  (sb-c:define-vop (put-utf8-narrow-blocks)
-    (:translate put-utf8-narrow-blocks)
-    (:policy :fast-safe)
-    (:args (from :scs (sb-vm::unsigned-reg))
-           (from-end :scs (sb-vm::unsigned-reg))
-           (to :scs (sb-vm::unsigned-reg))
-           (to-end :scs (sb-vm::unsigned-reg))
-           (table :scs (sb-vm::unsigned-reg)))
-    (:arg-types sb-vm::unsigned-num sb-vm::unsigned-num sb-vm::unsigned-num
-                sb-vm::unsigned-num sb-vm::unsigned-num)
-    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 0) :to :result) p)
-    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 2) :to :result) q)
-    (:temporary (:sc sb-vm::unsigned-reg) r)
-    (:temporary (:sc sb-vm::unsigned-reg) len)
-    (:temporary (:sc sb-vm::int-sse-reg) x)
-    (:temporary (:sc sb-vm::int-sse-reg) ascii)
-    (:temporary (:sc sb-vm::int-sse-reg) tt)
-    (:temporary (:sc sb-vm::int-sse-reg) lead)
-    (:temporary (:sc sb-vm::int-sse-reg) cont)
-    (:temporary (:sc sb-vm::int-sse-reg) zero)
-    (:temporary (:sc sb-vm::int-sse-reg) low6)
-    (:temporary (:sc sb-vm::int-sse-reg) c0)
-    (:temporary (:sc sb-vm::int-sse-reg) h80)
-    (:temporary (:sc sb-vm::int-sse-reg) d3f)
-    (:temporary (:sc sb-vm::int-sse-reg) d80)
-    (:temporary (:sc sb-vm::int-sse-reg) dc0)
-    (:temporary (:sc sb-vm::int-sse-reg) de0)
-    (:temporary (:sc sb-vm::int-sse-reg) narrow)
-    (:results (from-out :scs (sb-vm::unsigned-reg))
-              (to-out :scs (sb-vm::unsigned-reg)))
-    (:result-types sb-vm::unsigned-num sb-vm::unsigned-num)
-    (:generator 30
+  (define-utf8-stream-vop put-utf8-narrow-blocks
+      (x ascii tt lead cont zero low6 c0 h80 d3f d80 dc0 de0 narrow)
       (let ((top (sb-assem:gen-label))
             (wide (sb-assem:gen-label))
             (done (sb-assem:gen-label)))
-        (sb-vm::move p from)
-        (sb-vm::move q to)
         (sb-assem:inst vpxor zero zero zero)
         (sb-assem:inst vpcmpeqw tt tt tt)       ; all ones
         (sb-assem:inst vpsrlw-imm low6 tt 10)   ; #x003F in each 16-bit lane
@@ -253,9 +261,7 @@
           (sb-assem:inst add q len))
         (sb-assem:inst add p 32)
         (sb-assem:inst jmp top)
-        (sb-assem:emit-label done)
-        (sb-vm::move from-out p)
-        (sb-vm::move to-out q))))
+        (sb-assem:emit-label done)))
   ;; Decode UTF-8 from the address FROM (below FROM-END) into 32-bit
   ;; characters at TO (below TO-END), four characters of 1 to 3 bytes a
   ;; step, while they are valid.  A step loads 16 bytes (FROM + 16 <=
@@ -274,35 +280,10 @@
   ;; counted as minus the comparisons that hold (the first from which of
   ;; its last two bytes are continuation bytes, as the mask made them).  Returns the addresses
   ;; after the bytes decoded and the characters stored.
-  (sb-c:define-vop (decode-utf8-blocks)
-    (:translate decode-utf8-blocks)
-    (:policy :fast-safe)
-    (:args (from :scs (sb-vm::unsigned-reg))
-           (from-end :scs (sb-vm::unsigned-reg))
-           (to :scs (sb-vm::unsigned-reg))
-           (to-end :scs (sb-vm::unsigned-reg))
-           (table :scs (sb-vm::unsigned-reg)))
-    (:arg-types sb-vm::unsigned-num sb-vm::unsigned-num sb-vm::unsigned-num
-                sb-vm::unsigned-num sb-vm::unsigned-num)
-    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 0) :to :result) p)
-    (:temporary (:sc sb-vm::unsigned-reg :from (:argument 2) :to :result) q)
-    (:temporary (:sc sb-vm::unsigned-reg) r)
-    (:temporary (:sc sb-vm::unsigned-reg) len)
-    (:temporary (:sc sb-vm::int-sse-reg) x)
-    (:temporary (:sc sb-vm::int-sse-reg) lane)
-    (:temporary (:sc sb-vm::int-sse-reg) code)
-    (:temporary (:sc sb-vm::int-sse-reg) tt)
-    (:temporary (:sc sb-vm::int-sse-reg) width)
-    (:temporary (:sc sb-vm::int-sse-reg) other)
-    (:results (from-out :scs (sb-vm::unsigned-reg))
-              (to-out :scs (sb-vm::unsigned-reg)))
-    (:result-types sb-vm::unsigned-num sb-vm::unsigned-num)
-    (:generator 30
+  (define-utf8-stream-vop decode-utf8-blocks (x lane code tt width other)
       (flet ((k (n) (sb-vm::ea (* 16 n) table)))
         (let ((top (sb-assem:gen-label))
               (done (sb-assem:gen-label)))
-          (sb-vm::move p from)
-          (sb-vm::move q to)
           (sb-assem:emit-label top)
           (sb-assem:inst lea r (sb-vm::ea 16 p))
           (sb-assem:inst cmp r from-end)
@@ -367,9 +348,7 @@
           (sb-assem:inst add q 16)
           (sb-assem:inst add p len)
           (sb-assem:inst jmp top)
-          (sb-assem:emit-label done)
-          (sb-vm::move from-out p)
-          (sb-vm::move to-out q)))))
+          (sb-assem:emit-label done))))
   ;; over BLOCKS blocks of eight 32-bit integers from FROM, count in each
   ;; of the eight lanes how many of the three thresholds at LANES (32-bit
   ;; integers at offsets 0, 4 and 8, each compared as "above") its integers
