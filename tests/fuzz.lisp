@@ -59,6 +59,25 @@ by its count, not by time: the same inputs on any machine."
     (is-true ok "~d failing inputs (saved under tests/fuzz-regressions/), ~d disagreements"
              (getf counts :failures) (getf counts :disagreements))))
 
+(defstruct weak-holder "A structure for HOLDS-WEAK-TABLE-P to look into." part)
+
+(test weak-tables-are-compared-by-outcome
+  "A weak hash table reached through conses, vectors, hash tables and
+structures is found (the differential check then compares outcomes only,
+as a collection may take its entries between two restores); an ordinary
+table, a string, numbers are not weak."
+  (let ((weak (make-hash-table :weakness :key))
+        (plain (make-hash-table)))
+    (setf (gethash 1 plain) "x")
+    (is-false (binstore-fuzz::holds-weak-table-p (list 1 "a" plain (vector 2.5d0 plain))))
+    (is-true (binstore-fuzz::holds-weak-table-p (list 1 (vector 2 weak))))
+    (let ((outer (make-hash-table)))
+      (setf (gethash :inner outer) (make-weak-holder :part (list weak)))
+      (is-true (binstore-fuzz::holds-weak-table-p (list outer))))
+    (let ((circular (list 1 2)))
+      (setf (cddr circular) circular)
+      (is-false (binstore-fuzz::holds-weak-table-p circular)))))
+
 (test fuzz-saved-regressions
   "Every input a fuzz run saved now restores or signals a BINSTORE-ERROR;
 one saved because the two decoders disagreed on it (disagreement-I-...,
