@@ -120,10 +120,10 @@ those bytes taken.  Other characters go four at a time where they are of
   (unless (and (<= count (length string)) (<= i count) (<= pos end))
     (kernel-bounds-error 'decode-utf8-window i count (length string) pos end))
   (with-pinned-objects (string **utf8-decoding-table**)
-    (let ((sap (address-pointer address))
-          (out (character-string-pointer string)) ; on SBCL VECTOR-POINTER
-          (wide (avx2-instructions-p))
-          (table (pointer-address (vector-pointer **utf8-decoding-table**))))
+    (let* ((sap (address-pointer address))
+           (out (character-string-pointer string)) ; on SBCL VECTOR-POINTER
+           (wide (avx2-instructions-p))
+           (table (if wide (pointer-address (vector-pointer **utf8-decoding-table**)) 0)))
       (declare (type word table))
       (flet ((at (k) (mem-u8 sap (+ pos k)))
              (put (code) (setf (mem-u32 out (* 4 i)) code)))
@@ -269,7 +269,7 @@ together (PUT-UTF8-NARROW-BLOCKS); the others are encoded one by one."
            (in (character-string-pointer string)) ; on SBCL VECTOR-POINTER
            (k start)
            (wide (avx2-instructions-p))
-           (table (pointer-address (vector-pointer **narrow-utf8-table**))))
+           (table (if wide (pointer-address (vector-pointer **narrow-utf8-table**)) 0)))
       (declare (type index k) (type word table))
       (locally (declare (optimize (safety 0)))
         (loop while (< k end)

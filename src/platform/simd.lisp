@@ -466,8 +466,11 @@ same for each mask of lanes below #x80 (bits 0-3) and below #x800 (bits
                                      ((logbitp (+ 4 lane) mask) 2)
                                      (t 3))))))))
 
-(define-load-time-global **narrow-utf8-table** (make-narrow-utf8-table)
-  "The shuffles and lengths PUT-UTF8-NARROW-BLOCKS reads, made once.")
+(define-load-time-global **narrow-utf8-table**
+    #+#.(binstore::avx2-vops-p) (make-narrow-utf8-table)
+    #-#.(binstore::avx2-vops-p) nil
+  "The shuffles and lengths PUT-UTF8-NARROW-BLOCKS reads, made once (NIL
+where there is no such VOP).")
 
 (declaim (inline put-utf8-narrow-blocks))
 (defun put-utf8-narrow-blocks (from from-end to to-end table)
@@ -521,8 +524,11 @@ are not four of 1 to 3 bytes each."
                     (nth 4 starts))
                   0))))))
 
-(define-load-time-global **utf8-decoding-table** (make-utf8-decoding-table)
-  "The constants, shuffles and lengths DECODE-UTF8-BLOCKS reads, made once.")
+(define-load-time-global **utf8-decoding-table**
+    #+#.(binstore::avx2-vops-p) (make-utf8-decoding-table)
+    #-#.(binstore::avx2-vops-p) nil
+  "The constants, shuffles and lengths DECODE-UTF8-BLOCKS reads, made once
+\(NIL where there is no such VOP).")
 
 (declaim (inline decode-utf8-blocks))
 (defun decode-utf8-blocks (from from-end to to-end table)
