@@ -183,10 +183,11 @@ it returns false."
 (defparameter *floor* "floor: a fresh copy of the result"
   "The row of the cheapest way to return the result without decoding or
 encoding at all: a new vector of its type and length, its pages mapped as
-binstore maps a result's, and the expected result copied into it (for the
-short strings, each of the million).  No codec can return a new result in
-less time on that memory; CPython's figures come from memory its allocator
-kept mapped.")
+binstore maps a result's, and the expected result copied into it.  No codec
+can return a new result in less time on that memory; CPython's figures come
+from memory its allocator kept mapped.  Where the results are many (the
+short strings, the lines), each is made alone: a figure to compare with,
+not a floor, as pages mapped ahead of them would make them faster.")
 
 (defun fresh-copy (template)
   "A new vector of TEMPLATE's element type and length, mapped and filled

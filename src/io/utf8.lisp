@@ -258,7 +258,7 @@ START to END at ADDRESS+P (ADDRESS an integer: memory the caller has pinned
 and made room in, 4 bytes per character or their UTF8-CHARS-LENGTH); return
 the offset after them.  Sixteen ASCII characters are narrowed into sixteen
 bytes a step where the processor has AVX2 (NARROW-16), else eight into one
-word; with AVX2, blocks of eight characters below #x800 are encoded
+word; with AVX2, blocks of eight characters below #x10000 are encoded
 together (PUT-UTF8-NARROW-BLOCKS); the others are encoded one by one."
   (declare (type (simple-array character (*)) string) (type index p start end)
            (type word address) (optimize speed))
@@ -300,8 +300,8 @@ together (PUT-UTF8-NARROW-BLOCKS); the others are encoded one by one."
                          (setf p (+ p 8) k (+ k 8)))
                        (progn
                          (when wide
-                           ;; blocks of eight below #x800 (Latin, Greek,
-                           ;; Cyrillic... and spaces).  The caller's room
+                           ;; blocks of eight below #x10000 (Latin, Greek,
+                           ;; Cyrillic, CJK, and spaces).  The caller's room
                            ;; from P holds the rest at a byte or more each:
                            ;; P + (END - K) bounds the writes, and stays a
                            ;; bound as each block takes 8 bytes or more
