@@ -754,38 +754,22 @@ decoder of the format alone, does not."
                   (ash (aref octets (+ start 2)) 16) (ash (aref octets (+ start 3)) 24))))))
 
 (defun holds-weak-table-p (objects)
-  "True when a hash table with weakness is reachable from OBJECTS through
-conses, arrays, hash tables, structures and standard objects.  Such a
-table loses an entry whose key or value nothing else holds at any
-collection, so two restores of the same bytes can differ by when the
-collector ran: only their outcomes, not their contents, are compared."
+  "True when a hash table with weakness is reachable from OBJECTS by the
+steps the writer takes (BINSTORE::OBJECT-CHILDREN).  Such a table loses an
+entry whose key or value nothing else holds at any collection, so two
+restores of the same bytes can differ by when the collector ran: only their
+outcomes, not their contents, are compared."
   (let ((seen (make-hash-table :test 'eq))
         (stack (list objects)))
-    (flet ((visit (x)
-             (unless (or (typep x '(or number character symbol))
-                         (gethash x seen))
-               (setf (gethash x seen) t)
-               (push x stack))))
-      (loop while stack
-            do (let ((x (pop stack)))
-                 (typecase x
-                   (cons (visit (car x)) (visit (cdr x)))
-                   (hash-table
-                    (when (sb-ext:hash-table-weakness x)
-                      (return-from holds-weak-table-p t))
-                    (maphash (lambda (k v) (visit k) (visit v)) x))
-                   ((and array (not string))
-                    (when (eq (array-element-type x) t)
-                      (dotimes (i (array-total-size x))
-                        (visit (row-major-aref x i)))))
-                   (structure-object
-                    (dotimes (i (sb-kernel:%instance-length x))
-                      (visit (sb-kernel:%instance-ref x i))))
-                   (standard-object
-                    (dolist (slot (sb-mop:class-slots (class-of x)))
-                      (let ((name (sb-mop:slot-definition-name slot)))
-                        (when (slot-boundp x name)
-                          (visit (slot-value x name))))))))))
+    (loop while stack
+          do (let ((x (pop stack)))
+               (when (and (hash-table-p x) (sb-ext:hash-table-weakness x))
+                 (return-from holds-weak-table-p t))
+               (loop for (child) in (binstore::object-children x)
+                     unless (or (typep child '(or number character symbol))
+                                (gethash child seen))
+                       do (setf (gethash child seen) t)
+                          (push child stack))))
     nil))
 
 (defun differential-disagreement (octets intern-symbols max-to-read)
