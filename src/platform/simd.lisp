@@ -110,6 +110,20 @@
       (sb-assem:inst vpxor b b b)
       (sb-assem:inst vpcmpeqw high high b)
       (sb-assem:inst vpmovmskb mask high)))
+  ;; Two checks the UTF-8 loops below make again and again.
+  (defun emit-jump-if-past (temporary base bytes limit label)
+    "Emit a jump to LABEL when the address BASE + BYTES is above LIMIT
+\(registers), through the register TEMPORARY."
+    (sb-assem:inst lea temporary (sb-vm::ea bytes base))
+    (sb-assem:inst cmp temporary limit)
+    (sb-assem:inst jmp :a label))
+  (defun emit-jump-unless-all (temporary lanes label)
+    "Emit a jump to LABEL unless every byte of the 128-bit register LANES
+has its top bit set (a comparison true in every lane), through the register
+TEMPORARY."
+    (sb-assem:inst vpmovmskb temporary lanes)
+    (sb-assem:inst cmp temporary #xFFFF)
+    (sb-assem:inst jmp :ne label))
   ;; The two UTF-8 loops below share their interface: five addresses in
   ;; (FROM, FROM-END, TO, TO-END, TABLE), two out (where FROM and TO got
   ;; to), the unsigned temporaries P and Q (the two addresses as they go)
@@ -181,19 +195,13 @@ results.  The names are the VOP's own, as DEFINE-VOP binds them."
         (sb-assem:inst vpsrld-imm tt dc0 1)     ; #x60
         (sb-assem:inst vpor de0 dc0 tt)         ; #xE0
         (sb-assem:emit-label top)
-        (sb-assem:inst lea r (sb-vm::ea 32 p))
-        (sb-assem:inst cmp r from-end)
-        (sb-assem:inst jmp :a done)
-        (sb-assem:inst lea r (sb-vm::ea 16 q))
-        (sb-assem:inst cmp r to-end)
-        (sb-assem:inst jmp :a done)
+        (emit-jump-if-past r p 32 from-end done)
+        (emit-jump-if-past r q 16 to-end done)
         (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
         (sb-assem:inst vpackusdw x x (sb-vm::ea 16 p))
         (sb-assem:inst vpsrlw-imm tt x 11)
         (sb-assem:inst vpcmpeqw tt tt zero)
-        (sb-assem:inst vpmovmskb r tt)
-        (sb-assem:inst cmp r #xFFFF)
-        (sb-assem:inst jmp :ne wide)
+        (emit-jump-unless-all r tt wide)
         (sb-assem:inst vpsrlw-imm ascii x 7)
         (sb-assem:inst vpcmpeqw ascii ascii zero)
         (sb-assem:inst vpsrlw-imm lead x 6)
@@ -215,16 +223,12 @@ results.  The names are the VOP's own, as DEFINE-VOP binds them."
         (sb-assem:inst jmp top)
         ;; not all below #x800: all below #x10000, and room for 32 bytes?
         (sb-assem:emit-label wide)
-        (sb-assem:inst lea r (sb-vm::ea 32 q))
-        (sb-assem:inst cmp r to-end)
-        (sb-assem:inst jmp :a done)
+        (emit-jump-if-past r q 32 to-end done)
         (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
         (sb-assem:inst vpor tt x (sb-vm::ea 16 p))
         (sb-assem:inst vpsrld-imm tt tt 16)
         (sb-assem:inst vpcmpeqd tt tt zero)
-        (sb-assem:inst vpmovmskb r tt)
-        (sb-assem:inst cmp r #xFFFF)
-        (sb-assem:inst jmp :ne done)
+        (emit-jump-unless-all r tt done)
         (dolist (half '(0 16))
           (unless (zerop half)
             (sb-assem:inst vmovdqu x (sb-vm::ea half p)))
@@ -285,12 +289,8 @@ results.  The names are the VOP's own, as DEFINE-VOP binds them."
         (let ((top (sb-assem:gen-label))
               (done (sb-assem:gen-label)))
           (sb-assem:emit-label top)
-          (sb-assem:inst lea r (sb-vm::ea 16 p))
-          (sb-assem:inst cmp r from-end)
-          (sb-assem:inst jmp :a done)
-          (sb-assem:inst lea r (sb-vm::ea 16 q))
-          (sb-assem:inst cmp r to-end)
-          (sb-assem:inst jmp :a done)
+          (emit-jump-if-past r p 16 from-end done)
+          (emit-jump-if-past r q 16 to-end done)
           (sb-assem:inst vmovdqu x (sb-vm::ea 0 p))
           ;; continuation bytes: below #xC0 as signed bytes, #x80-#xBF
           (sb-assem:inst vmovdqu tt (k 7))
@@ -329,9 +329,7 @@ results.  The names are the VOP's own, as DEFINE-VOP binds them."
           (sb-assem:inst vpcmpgtd tt code (k 3))         ; > #x7FF
           (sb-assem:inst vpaddd other other tt)
           (sb-assem:inst vpcmpeqd other other width)
-          (sb-assem:inst vpmovmskb r other)
-          (sb-assem:inst cmp r #xFFFF)
-          (sb-assem:inst jmp :ne done)
+          (emit-jump-unless-all r other done)
           ;; what the first byte announces
           (sb-assem:inst vpsrld-imm lane lane 24)
           (sb-assem:inst vpcmpgtd other lane (k 4))      ; > #xBF
@@ -341,9 +339,7 @@ results.  The names are the VOP's own, as DEFINE-VOP binds them."
           (sb-assem:inst vpslld-imm tt tt 2)
           (sb-assem:inst vpaddd other other tt)
           (sb-assem:inst vpcmpeqd other other width)
-          (sb-assem:inst vpmovmskb r other)
-          (sb-assem:inst cmp r #xFFFF)
-          (sb-assem:inst jmp :ne done)
+          (emit-jump-unless-all r other done)
           (sb-assem:inst vmovdqu (sb-vm::ea 0 q) code)
           (sb-assem:inst add q 16)
           (sb-assem:inst add p len)
