@@ -246,6 +246,32 @@ Any other failure only leaves that chunk to fault in."
         (binstore::prefault (fake-page (* 4 c)) (* 3 chunk-bytes))
         (is (null (fake-requests fake)) "turned off: no call")))))
 
+;;; A restore's vectors
+
+(test (restore-maps-a-vector-s-pages-before-copying :fixture format-2-defaults)
+  "A specialized vector of +PREFAULT-BYTES+ or more restored from memory,
+its payload whole in the window (READ-SPECIALIZED-VECTOR's one-copy path),
+has the whole pages of its payload mapped by PREFAULT, as one read through
+the general path (READ-PAYLOAD) has: the runway ahead of the point leaves
+small pages to fault in where huge pages cannot be had."
+  (let* ((n 100000)
+         (octets (binstore:store nil (make-array n :element-type '(unsigned-byte 8)
+                                                   :initial-element 7))))
+    (dolist (huge '(nil t))
+      (with-fake-kernel (fake)
+        (let ((binstore:*huge-pages* huge))
+          ;; no collection between the restore and the address taken
+          (sb-sys:without-gcing
+            (let* ((v (binstore:restore octets))
+                   (address (binstore::array-data-address v))
+                   (from (* binstore::+page-bytes+ (ceiling address binstore::+page-bytes+)))
+                   (to (* binstore::+page-bytes+ (floor (+ address n) binstore::+page-bytes+))))
+              (is (equal (list n 7) (list (length v) (aref v (1- n)))))
+              (is (= 0 (loop for page from from below to by binstore::+page-bytes+
+                             count (eql 1 (fake-unmapped-pages fake page 1))))
+                  "every whole page of the payload populated (huge pages ~:[off~;on~])"
+                  huge))))))))
+
 ;;; Huge pages
 
 (test (prefault-makes-huge-pages-of-whole-unmapped-chunks :fixture format-2-defaults)

@@ -595,6 +595,9 @@ is wrong."
         (if (and nbytes (<= (+ from nbytes) end))
             (let ((v (progn (charge rs (+ 16 nbytes))
                             (make-specialized-vector code n))))
+              ;; its pages mapped in one call, as READ-PAYLOAD's are: the
+              ;; runway leaves small pages to fault in
+              (prefault-vector v nbytes)
               (with-pinned-objects (v)
                 (let ((to (vector-pointer v)))
                   (copy-window-bytes sap from to nbytes)
