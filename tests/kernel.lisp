@@ -422,7 +422,7 @@ pause back to 2."
       (is (= 8 binstore::**next-huge-page-pause**))
       (is (= 4 binstore::**small-chunks-to-go**)))))
 
-;;; The heap's runway (EXTEND-RUNWAY, SHORT-OF-HUGE-PAGE-P, LOOK-AT-RUNWAY)
+;;; The heap's runway (EXTEND-RUNWAY, HUGE-PAGE-WORTH-P, LOOK-AT-RUNWAY)
 
 (test (runway-maps-ahead-of-the-point :fixture format-2-defaults)
   "EXTEND-RUNWAY asks for the whole pages from the point through the bytes
@@ -503,8 +503,8 @@ that far, at its limit always, and without huge pages."
             (is (equal `((:populate ,c 1) (:collapse ,c ,c)) (fake-calls fake))
                 "from the old end: the chunk after it, whole"))))
       ;; from 10 KB below a boundary, a reach +RUNWAY-BYTES+ into the chunk
-      ;; after it maps that chunk whole, as a huge page; one that goes less
-      ;; far into it, or stops short of the boundary, asks for nothing
+      ;; after it maps that chunk whole, as a huge page; a reach of less than
+      ;; +PREFAULT-BYTES+, past the boundary or short of it, asks for nothing
       (with-fake-kernel (fake)
         (let ((point (- (+ base chunk-bytes) (* 10 kb))))
           (is (equal (list point (+ base (* 2 chunk-bytes)))
@@ -533,69 +533,68 @@ that far, at its limit always, and without huge pages."
                 "~a" how)
             (is (equal '((:populate 0 128)) (fake-calls fake)) "~a" how)))))))
 
-(test (short-of-huge-page-tells-the-chunk-end :fixture format-2-defaults)
-  "SHORT-OF-HUGE-PAGE-P: where huge pages are to be had, whether the bytes
-from the point stop before they go +RUNWAY-BYTES+ into the 2 MiB chunk
-after the point's; never without them."
+(test (huge-page-worth-it-past-the-chunk-end :fixture format-2-defaults)
+  "HUGE-PAGE-WORTH-P: where huge pages are to be had, whether the allocation
+from the point goes +RUNWAY-BYTES+ or more into the 2 MiB chunk after the
+point's; never without them."
   (let ((boundary (+ *fake-base* binstore::+huge-page-bytes+))
         (into binstore::+runway-bytes+))
     (with-fake-kernel (fake)
-      (is (binstore::short-of-huge-page-p (- boundary 10240) 10239) "short of the boundary")
-      (is (binstore::short-of-huge-page-p (- boundary 10240) (+ 10240 into -1)) "not far enough past it")
-      (is (not (binstore::short-of-huge-page-p (- boundary 10240) (+ 10240 into))))
-      (is (binstore::short-of-huge-page-p boundary (+ binstore::+huge-page-bytes+ into -1))
-          "at a boundary: the chunk above, then the next")
-      (is (not (binstore::short-of-huge-page-p boundary (+ binstore::+huge-page-bytes+ into))))
-      (let ((binstore:*huge-pages* nil))
-        (is (not (binstore::short-of-huge-page-p (- boundary 10240) 16))))
+      (flet ((worth (point bytes) (binstore::huge-page-worth-p point (+ point bytes))))
+        (is (not (worth (- boundary 10240) 10239)) "short of the boundary")
+        (is (not (worth (- boundary 10240) (+ 10240 into -1))) "not far enough past it")
+        (is (worth (- boundary 10240) (+ 10240 into)))
+        (is (not (worth boundary (+ binstore::+huge-page-bytes+ into -1)))
+            "at a boundary: the chunk above, then the next")
+        (is (worth boundary (+ binstore::+huge-page-bytes+ into)))
+        (let ((binstore:*huge-pages* nil))
+          (is (not (worth (- boundary 10240) (+ 10240 into))))))
       (is (null (fake-requests fake)) "a question about numbers: no call"))))
 
-(test (runways-stop-short-of-huge-pages :fixture format-2-defaults)
-  "Where huge pages are to be had, a look whose reach stops short of the next
-2 MiB boundary, or goes past it by less than +RUNWAY-BYTES+, leaves the
-runway as it was (small pages cost what their faults do, and a huge page
-there would serve what allocates after the restore); one whose reach goes
-that far past the boundary extends it.  Without huge pages, every one of
-them extends it.  (Real allocation points; the simulated kernel says huge
-pages work, whatever this machine has.)"
+(test (runways-end-at-huge-pages-only-where-worth-it :fixture format-2-defaults)
+  "Where huge pages are to be had, a look whose reach goes +RUNWAY-BYTES+
+past the next 2 MiB boundary extends the runway to a boundary, so that the
+chunk after it comes whole; one whose reach stops short of the boundary, or
+goes past it by less, extends it in small pages as far as the reach, as a
+look does without huge pages.  (Real allocation points; the simulated
+kernel says huge pages work, whatever this machine has.)"
   (let ((kb 1024)
+        (need (* 2 binstore::+look-bytes+)) ; a look's own: until the look after next
         (keep (make-array 60)))
     (flet ((move-point (from to)
              (loop for i from from below to
-                   do (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8)))))
-           (to-boundary ()
-             (let ((point (binstore::allocation-point nil)))
-               (- (logandc2 (+ point binstore::+huge-page-bytes+)
-                            (1- binstore::+huge-page-bytes+))
-                  point))))
+                   do (setf (svref keep i) (make-array 1000 :element-type '(unsigned-byte 8))))))
       (with-fake-kernel (fake)
         (dolist (huge '(t nil))
           (let ((binstore:*huge-pages* huge))
             (dolist (past (list (* -8 kb) (* 8 kb) (+ binstore::+runway-bytes+ (* 8 kb))))
               ;; the case needs the point well short of the next boundary:
               ;; set up again, past it, until it is, at most 20 times
-              (let ((end nil) (passed '()))
+              (let ((found nil) (passed '()))
                 (loop repeat 20
-                      until end
+                      until found
                       do (let ((runway (binstore::make-runway)))
                            (binstore::look-at-runway runway nil (sb-ext:dynamic-space-size))
                            (move-point 0 30)
-                           (let* ((room (to-boundary))
-                                  ;; the look's own need is two looks: the reach
-                                  ;; ends PAST bytes after the boundary
-                                  (reach (max 0 (+ (- room (* 2 binstore::+look-bytes+)) past))))
+                           (let* ((point (binstore::allocation-point nil))
+                                  (room (- (binstore::boundary-above point) point))
+                                  ;; the reach ends PAST bytes after the boundary
+                                  (reach (max 0 (+ (- room need) past))))
                              (binstore::look-at-runway runway nil reach)
-                             (if (and (plusp (binstore::allocation-point nil))
-                                     (> room (* 40 kb))) ; the point did not pass it
-                                 (setf end (binstore::runway-end runway))
+                             (if (and (plusp point) (> room (* 40 kb))
+                                      (= point (binstore::runway-point runway)))
+                                 (setf found (list point reach (binstore::runway-end runway)))
                                  ;; past the boundary for the next try
                                  (push (make-array (+ room (* 8 kb)) :element-type '(unsigned-byte 8))
                                        passed)))))
-                (is-true end "huge ~a, ~d past: the point was near a boundary in each of 20 tries"
+                (is-true found "huge ~a, ~d past: the point was near a boundary in each of 20 tries"
                          huge past)
                 (is (every #'vectorp passed))
-                (when end
-                  (if (and huge (< past binstore::+runway-bytes+))
-                      (is (= 0 end) "~d past the boundary: left as it was" past)
-                      (is (< 0 end) "huge ~a, ~d past the boundary: extended" huge past))))))))
-      (is (every #'vectorp (subseq keep 0 30))))))
+                (when found
+                  (destructuring-bind (point reach end) found
+                    (if (and huge (>= past binstore::+runway-bytes+))
+                        (is (= 0 (mod end binstore::+huge-page-bytes+))
+                            "~d past the boundary: on to a boundary" past)
+                        (is (= end (+ point need (max (min reach binstore::+runway-bytes+)
+                                                      binstore::+prefault-bytes+)))
+                            "huge ~a, ~d past the boundary: as far as the reach" huge past))))))))))))

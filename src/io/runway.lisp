@@ -21,25 +21,27 @@
 ;;;; restore bounds the reach closer when the input is in memory: what the
 ;;;; rest of it promises, RUNWAY-REACH).
 ;;;;
-;;;; The runway is there for huge pages: a 2 MiB one maps in for 70-240 µs
-;;;; here, its 512 small pages for 600, and small pages mapped ahead cost
-;;;; about what their faults would (1.1 against 1.2 µs).  So where huge
-;;;; pages are to be had, a look whose share does not go +RUNWAY-BYTES+
-;;;; into the 2 MiB chunk after the point's maps nothing
-;;;; (SHORT-OF-HUGE-PAGE-P, HUGE-PAGE-WORTH-P): all a runway could do there
-;;;; is map pages a small restore, or the end of a large one, never uses, or
-;;;; a huge page of which it would fill too little to repay its mapping.
-;;;; (Until 2026-11-27 any share past the boundary mapped the next chunk:
-;;;; a restore of half a megabyte then took 0.2 or 0.5-0.7 ms after a
-;;;; full collection, by where the point lay, and what allocated after it,
-;;;; a peer in the benchmark, ran on the pages it had paid for.)  A runway
-;;;; whose share goes that far ends at a 2 MiB boundary, that one or the
-;;;; one past its stretch, so that the chunk after the point's is mapped
-;;;; whole, as one huge page (see prefault.lisp), though the restore may use
-;;;; only part of it: SBCL's allocation goes on through it afterwards, up to
-;;;; the next collection, and would fault its small pages in one by one.
-;;;; What a restore can map and not use itself thus grows by less than
-;;;; 2 MiB, and only for a restore that fills a quarter of it at least.
+;;;; The runway is there for huge pages most of all: a 2 MiB one maps in
+;;;; for 70-240 µs here, its 512 small pages for 600.  A huge page only
+;;;; pays, though, where the restore fills a good part of it: so a runway
+;;;; ends at a 2 MiB boundary, that one or the one past its stretch, only
+;;;; when its share goes +RUNWAY-BYTES+ into the chunk after the point's
+;;;; (HUGE-PAGE-WORTH-P); then that chunk is mapped whole, as one huge page
+;;;; (see prefault.lisp), though the restore may use only part of it:
+;;;; SBCL's allocation goes on through it afterwards, up to the next
+;;;; collection, and would fault its small pages in one by one.  What a
+;;;; restore can map and not use itself thus grows by less than 2 MiB, and
+;;;; only for a restore that fills a quarter of it at least.  (Until
+;;;; 2026-11-27 any share past the boundary mapped the next chunk: a
+;;;; restore of half a megabyte then took 0.2 or 0.5-0.7 ms after a full
+;;;; collection, by where the point lay, and what allocated after it, a
+;;;; peer in the benchmark, ran on the pages it had paid for.)  Short of
+;;;; that, the runway maps small pages, as where there are no huge pages:
+;;;; one call for a stretch maps them for less than their faults would
+;;;; cost one by one (from 2026-11-24 until 2026-11-27 such a look mapped
+;;;; nothing, on a measure of 1.1 against 1.2 µs a page; mapped ahead, the
+;;;; 305 pages of a thousand bit vectors of 10,000 bits restore 12-15%
+;;;; faster, min of 31 alternating calls after a full collection).
 ;;;;
 ;;;; A long list is consed on the runway too, a piece at a time
 ;;;; (MAKE-LONG-LIST): MAKE-LIST would make it one large object, on pages
@@ -65,16 +67,6 @@ a full collection, by where SBCL's allocation point happened to lie."
   (declare (type word point end))
   (and (>= end (+ (boundary-above point) +runway-bytes+))
        (huge-pages-p)))
-
-(defun short-of-huge-page-p (point bytes)
-  "Whether huge pages are to be had but the BYTES from POINT on do not go
-far enough into the next 2 MiB chunk for one (HUGE-PAGE-WORTH-P): then the
-runway would only map small pages, which cost about what their faults do
-\(1.1 against 1.2 µs a page where binstore is measured), and pages mapped
-but left unused cost more than that saves."
-  (declare (type word point bytes))
-  (and (huge-pages-p)
-       (not (huge-page-worth-p point (+ point bytes)))))
 
 (defun extend-runway (point bytes start end reach limit)
   "Map in the pages from the one holding POINT (an ALLOCATION-POINT, not 0)
@@ -137,8 +129,7 @@ and the BYTES about to be allocated there from its end (see EXTEND-RUNWAY):
 by this kind's share of REACH at most, in proportion to what its point has
 moved so far against the OTHER-MOVED of the other kind's (RUNWAY-SHARE).
 Not when the point has not moved since the last look, nor at the first
-look, which only notes it, nor when that share stops short of the next
-huge page (SHORT-OF-HUGE-PAGE-P)."
+look, which only notes it."
   (declare (type runway runway) (type index reach bytes other-moved))
   (let ((point (allocation-point conses))
         (last (runway-point runway))
@@ -152,7 +143,6 @@ huge page (SHORT-OF-HUGE-PAGE-P)."
                 (min most-positive-fixnum (+ (runway-moved runway) (- point last)))))
         (let ((need (+ bytes (* 2 +look-bytes+))) ; until the look after next
               (share (runway-share reach (runway-moved runway) other-moved)))
-          (unless (or (and (<= start point) (< point end) (>= (- end point) need))
-                      (short-of-huge-page-p point (+ need share)))
+          (unless (and (<= start point) (< point end) (>= (- end point) need))
             (setf (values (runway-start runway) (runway-end runway))
                   (extend-runway point need start end share (heap-end)))))))))
