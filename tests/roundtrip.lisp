@@ -389,6 +389,42 @@ Gray stream, in each mode."
     (check-same list (round-trip list))
     (check-same list (round-trip list :support-shared-list-structures t) :conses t)))
 
+(test (lists-either-side-of-the-long-list-length :fixture format-2-defaults)
+  "Lists just shorter and just longer than the length from which a run is
+consed a piece at a time on the runway (MAKE-LONG-LIST) rather than by
+MAKE-LIST, of each kind of element a loop of its own reads (integers,
+short strings, references, floats, anything else) and of them all mixed,
+dotted or not, restore equal in every mode, their shared elements one
+object."
+  (let* ((threshold (floor binstore::+large-object-bytes+ 16))
+         (shared (copy-seq "shared")) ; an object refs tracks, unlike a cons
+         (kinds (list (lambda (i) (- (mod (* i 7919) 20000) 10000))
+                      (lambda (i) (format nil "s~d" i))
+                      (lambda (i) (if (evenp i) shared :other))
+                      (lambda (i) (* i 0.5d0))
+                      (lambda (i) (if (zerop (mod i 3)) (list i) #\x)))))
+    (dolist (n (list (1- threshold) threshold (1+ threshold) (* 2 threshold)))
+      (dolist (kind (append kinds (list :mixed)))
+        (let* ((element (if (eq kind :mixed)
+                            (lambda (i) (funcall (nth (mod (floor i 7) (length kinds)) kinds) i))
+                            kind))
+               (list (loop for i below n collect (funcall element i)))
+               (dotted (let ((copy (copy-list list))) (setf (cdr (last copy)) :tail) copy)))
+          (dolist (options '((:track-references nil :support-shared-list-structures nil)
+                             (:track-references t :support-shared-list-structures nil)
+                             (:track-references t :support-shared-list-structures t)))
+            (dolist (original (list list dotted))
+              (let ((copy (apply #'round-trip original options)))
+                (is (equal original copy) "~d elements, ~a: not equal" n options)
+                (when (getf options :track-references)
+                  (let ((shared-copies (remove-duplicates
+                                        (loop for c on copy while (consp c)
+                                              when (equal (car c) shared) collect (car c))
+                                        :test #'eq)))
+                    (is (<= (length shared-copies) 1)
+                        "~d elements, ~a: the shared element restored ~d times"
+                        n options (length shared-copies))))))))))))
+
 (test (deeply-nested-list :fixture format-2-defaults)
   (let ((nested (list :bottom)))
     (dotimes (i 100000)
