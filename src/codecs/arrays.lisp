@@ -596,7 +596,8 @@ is wrong."
             (let ((v (progn (charge rs (+ 16 nbytes))
                             (make-specialized-vector code n))))
               ;; its pages mapped in one call, as READ-PAYLOAD's are: the
-              ;; runway leaves small pages to fault in
+              ;; runway need not reach that far yet (PREFAULT looks first,
+              ;; and leaves alone pages mapped already)
               (prefault-vector v nbytes)
               (with-pinned-objects (v)
                 (let ((to (vector-pointer v)))
