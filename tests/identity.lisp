@@ -193,14 +193,15 @@ the run being read, reach the right conses."
         (is (eq (fifth restored) (nthcdr 1 other)))))))
 
 (test long-lists-built-in-pieces
-  "Lists long enough to be consed a piece at a time (MAKE-LONG-LIST), of
+  "Lists long enough to be read a piece at a time (READ-LIST-IN-PIECES), of
 lengths about the threshold and the piece, restore equal in every mode;
 with conses tracked, references to conses in any piece, a shared tail and a
 cycle back into the middle reach the right conses."
-  (let ((threshold (floor binstore::+prefault-bytes+ 16))
+  (let ((threshold (floor binstore::+large-object-bytes+ 16))
         (piece (floor binstore::+look-bytes+ 16)))
     (dolist (n (list (1- threshold) threshold (1+ threshold)
-                     (* 5 piece) (1+ (* 5 piece)) (+ threshold (* 3 piece) 7)))
+                     (+ threshold (* 5 piece)) (+ threshold (* 5 piece) 1)
+                     (+ threshold (* 3 piece) 7)))
       (let* ((long (loop for i below n collect (if (evenp i) i (* i 0.5d0))))
              (picks (list 0 1 (1- piece) piece (1+ piece) (floor n 2) (- n 2) (1- n)))
              (data (list long (mapcar (lambda (k) (nthcdr k long)) picks)
@@ -218,6 +219,46 @@ cycle back into the middle reach the right conses."
           (setf (cdr (last lasso)) (nthcdr (+ piece 3) lasso))
           (let ((restored (round-trip lasso :support-shared-list-structures t)))
             (is (eq (nthcdr n restored) (nthcdr (+ piece 3) restored)) "~d conses: the lasso" n)))))))
+
+(test references-ahead-into-long-lists
+  "A long list is read a piece at a time, each piece made when the one
+before is read (READ-LIST-IN-PIECES), yet its cons ids are all given at
+its start: a car may name a cons of a piece not made yet, which makes the
+rest of the list then (COMPLETE-OPEN-RUN).  Cars naming conses further on
+in their own list, from the first piece to the last, from a piece to the
+next, from inside a long list nested in another to the outer one's
+unmade conses, restore as those conses."
+  (let* ((threshold (floor binstore::+large-object-bytes+ 16))
+         (piece (floor binstore::+look-bytes+ 16)))
+    (dolist (n (list threshold (+ threshold (* 3 piece) 5)))
+      (flet ((long () (loop for i below n collect i)))
+        ;; (from . to): the car of cons FROM is the cons TO
+        (dolist (links (list (list (cons 0 (- n 1)))
+                             (list (cons 0 (- n 3)) (cons 10 2000) (cons (- n 2) 5))
+                             (list (cons (1- piece) piece) (cons piece (1+ piece)))
+                             (list (cons 3 (* 2 piece)) (cons (* 2 piece) (+ 3 (* 3 piece))))))
+          (let ((list (long)))
+            (loop for (from . to) in links
+                  do (setf (car (nthcdr from list)) (nthcdr to list)))
+            (let ((restored (round-trip list :support-shared-list-structures t)))
+              (is (= n (length restored)))
+              (loop for (from . to) in links
+                    do (is (eq (car (nthcdr from restored)) (nthcdr to restored))
+                           "~d conses: the car of cons ~d is not cons ~d" n from to)))))
+        ;; a long list inside a long list, naming conses of both ahead
+        (let ((outer (long))
+              (inner (long)))
+          (setf (car (nthcdr 5 outer)) inner
+                (car inner) (nthcdr (- n 3) outer)
+                (car (nthcdr 7 inner)) (nthcdr (- n 1) inner)
+                (car (nthcdr (- n 2) outer)) (nthcdr (1+ piece) inner))
+          (let* ((restored (round-trip outer :support-shared-list-structures t))
+                 (inner (nth 5 restored)))
+            (is (= n (length restored) (length inner)))
+            (is (eq (car inner) (nthcdr (- n 3) restored)))
+            (is (eq (nth 7 inner) (nthcdr (- n 1) inner)))
+            (is (eq (nth (- n 2) restored) (nthcdr (1+ piece) inner)))
+            (is (equal (loop for i from 8 below n collect i) (nthcdr 8 inner)))))))))
 
 (test references-into-runs-of-boxes
   "A long run of doubles or complexes, in a list or a simple vector, takes

@@ -391,14 +391,15 @@ Gray stream, in each mode."
 
 (test (lists-either-side-of-the-long-list-length :fixture format-2-defaults)
   "Lists just shorter and just longer than the length from which a run is
-consed a piece at a time on the runway (MAKE-LONG-LIST) rather than by
-MAKE-LIST, of each kind of element a loop of its own reads (integers,
-short strings, references, floats, anything else) and of them all mixed,
-dotted or not, restore equal in every mode, their shared elements one
-object."
+consed a piece at a time on the runway (READ-LIST-IN-PIECES, and
+MAKE-LONG-LIST for a dotted one) rather than by MAKE-LIST, of each kind of
+element a loop of its own reads (integers, 8-byte integers, short strings,
+references, floats, anything else) and of them all mixed, dotted or not,
+restore equal in every mode, their shared elements one object."
   (let* ((threshold (floor binstore::+large-object-bytes+ 16))
          (shared (copy-seq "shared")) ; an object refs tracks, unlike a cons
          (kinds (list (lambda (i) (- (mod (* i 7919) 20000) 10000))
+                      (lambda (i) (* (1+ i) (expt 2 40))) ; a packed run
                       (lambda (i) (format nil "s~d" i))
                       (lambda (i) (if (evenp i) shared :other))
                       (lambda (i) (* i 0.5d0))

@@ -757,25 +757,9 @@ in one walk, claiming as it goes, a shorter one with its length known."
 
 ;;; Decoding -----------------------------------------------------------
 
-(defun make-long-list (rs n)
-  "A fresh list of N conses, consed +LOOK-BYTES+ at a time on the runway of
-conses (KEEP-RUNWAYS before each piece).  MAKE-LIST would make a list this
-long one large object, on pages of its own that no runway maps ahead, each
-faulted in as it is written after a full collection."
-  (declare (type restore-state rs) (type index n) (optimize speed))
-  (let ((list '())
-        (left n))
-    (declare (type index left))
-    (loop while (> left 0)
-          do (let ((k (min left (floor +look-bytes+ 16))))
-               (keep-runways rs (* 16 k) t)
-               (loop repeat k do (push nil list))
-               (decf left k)))
-    list))
-
-(defun read-list-header (rs tag)
-  "Allocate the run announced by TAG (its conses get ids when the stream
-tracks conses); return it and its tag (the fill info)."
+(defun read-run-length (rs tag)
+  "Read the length of the run announced by TAG (1 for a CONS), checked
+against the input left and counted against max-to-read (CHARGE)."
   (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (n (if (= tag +tag-cons+)
@@ -786,43 +770,109 @@ tracks conses); return it and its tag (the fill info)."
     (when (zerop n)
       (restore-invalid rs "a list of length 0" "a length of at least 1"))
     (charge rs (* 16 n) t)
-    (let ((run (if (< (* 16 n) +large-object-bytes+) ; CHARGE kept the runways for it
-                   (make-list n)
-                   (make-long-list rs n))))
-      (when (rs-track-conses rs)
-        (register-run rs run n))
-      (values run tag))))
+    n))
+
+(declaim (inline long-run-p))
+(defun long-run-p (n)
+  "True when a run of N conses is too long for MAKE-LIST, which would make
+it one large object (see MAKE-LONG-LIST)."
+  (declare (type index n))
+  (>= (* 16 n) +large-object-bytes+))
+
+(defun read-list-header (rs tag)
+  "Allocate the run announced by TAG (its conses get ids when the stream
+tracks conses); return it and its tag (the fill info)."
+  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
+  (let* ((n (read-run-length rs tag))
+         (run (if (long-run-p n)
+                  (make-long-list rs n)
+                  (make-list n))))      ; CHARGE kept the runways for it
+    (when (rs-track-conses rs)
+      (register-run rs run n))
+    (values run tag)))
 
 ;;; FILL-CARS, which reads a run's cars, is in runs.lisp: DEFINE-RUN-FILLER
 ;;; writes it and FILL-ELEMENTS from one body.
 
-(defun read-proper-list (rs)
-  "Read a proper list whose tag was just consumed (READ-CONTAINER's work for
-it, in one function)."
-  (declare (optimize speed))
-  (let ((run (read-list-header rs +tag-list+)))
-    (nested (rs) (fill-cars rs run))
-    run))
-
 (defun fill-int64-cars (rs run)
   "Read the 8-byte integers of RUN, a fresh proper list: straight from the
 window while it holds them, with one comparison each, then through
-READ-FIXED-INTEGER (which refills it).  Each is an INT64's payload."
-  (declare (type restore-state rs) (type list run) (optimize speed))
+READ-FIXED-INTEGER (which refills it).  Each is an INT64's payload.
+Return RUN's last cons."
+  (declare (type restore-state rs) (type cons run) (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (sap (ibuf-sap ib))
          (end (ibuf-end ib))
          (p (ibuf-pos ib))
-         (c run))
-    (declare (type index end p))
+         (c run)
+         (last run))
+    (declare (type index end p) (type list c) (type cons last))
     (loop while (and (consp c) (<= (+ p 8) end))
           do (setf (car c) (fixed-integer-value sap p +tag-int64+)
                    p (+ p 8)
+                   last c
                    c (cdr c)))
     (setf (ibuf-pos ib) p)
     (loop while (consp c)
           do (setf (car c) (read-fixed-integer ib +tag-int64+)
-                   c (cdr c)))))
+                   last c
+                   c (cdr c)))
+    last))
+
+(declaim (inline fill-run))
+(defun fill-run (rs run packed)
+  "Read the cars of RUN, a fresh proper list, 8-byte integers when PACKED;
+return its last cons."
+  (if packed
+      (fill-int64-cars rs run)
+      (fill-cars rs run)))
+
+(defun read-list-in-pieces (rs n packed)
+  "Read a long proper list of N conses (LONG-RUN-P), of 8-byte integers when
+PACKED, and return it.  The conses are made a piece at a time (MAKE-PIECE),
+each piece's cars read while its conses are still in the processor's
+cache, then the next piece made and linked after it.  When the stream
+tracks conses, the whole run takes its ids with the first piece and is an
+open run until its last piece is made: a reference to a cons not made yet
+makes the rest at once (COMPLETE-OPEN-RUN), and the cars are read on
+through it."
+  (declare (type restore-state rs) (type index n) (optimize speed))
+  (let* ((k (min n (floor +look-bytes+ 16)))
+         (head (make-piece rs k))
+         (tracked (rs-track-conses rs))
+         (run (make-open-run (rs-next-cons-id rs) n (- n k))))
+    (when tracked
+      (register-run rs head n)
+      (push run (rs-open-runs rs)))
+    (let ((piece head))
+      (loop
+        (let ((last (fill-run rs piece packed))
+              (left (open-run-left run)))
+          (when (zerop left)
+            (return))
+          (let* ((k (min left (floor +look-bytes+ 16)))
+                 (next (make-piece rs k)))
+            (setf (cdr last) next
+                  (open-run-left run) (- left k)
+                  piece next)))))
+    ;; the runs read in its cars, inside it, are closed
+    (when tracked
+      (pop (rs-open-runs rs)))
+    head))
+
+(defun read-proper-list (rs packed)
+  "Read a proper list whose tag was just consumed, a LIST, or an INT64-LIST
+when PACKED (READ-CONTAINER's work for them, in one function)."
+  (declare (optimize speed))
+  (let ((n (read-run-length rs (if packed +tag-int64-list+ +tag-list+))))
+    (nested (rs)
+      (if (long-run-p n)
+          (read-list-in-pieces rs n packed)
+          (let ((run (make-list n)))    ; CHARGE kept the runways for it
+            (when (rs-track-conses rs)
+              (register-run rs run n))
+            (fill-run rs run packed)
+            run)))))
 
 (defun fill-list (rs run tag)
   "Read the cars of RUN, then (for a dotted run) its tail, following runs

@@ -31,10 +31,12 @@ the recursion where the platform counts them (COUNTING-NESTING)."
       (#.+tag-nil+ nil)
       (#.+tag-t+ t)
       ;; the commonest containers take a path of their own
-      (#.+tag-list+ (read-proper-list rs))
+      (#.+tag-list+ (read-proper-list rs nil))
+      (#.+tag-int64-list+ (read-proper-list rs t))
       (#.+tag-simple-vector+ (read-simple-vector rs))
       (#.+tag-instance+ (stack-checked (rs :counted nil) (read-instance rs)))
-      (#.(set-difference +container-tags+ (list +tag-list+ +tag-simple-vector+ +tag-instance+))
+      (#.(set-difference +container-tags+
+                         (list +tag-list+ +tag-int64-list+ +tag-simple-vector+ +tag-instance+))
        (stack-checked (rs :counted nil) (read-container rs tag)))
       (#.+tag-uint8+ (read-fixed-integer ib +tag-uint8+))
       (#.+tag-negint8+ (read-fixed-integer ib +tag-negint8+))

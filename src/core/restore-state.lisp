@@ -36,6 +36,14 @@
   (source nil :type (or cons simple-vector))
   (position 0 :type index))
 
+(defstruct (open-run (:constructor make-open-run (first-id n left)))
+  "A long run of conses, read a piece at a time (READ-LIST-IN-PIECES),
+whose N cons ids, from FIRST-ID, were all given when its first piece was
+made; LEFT of its conses are still to make."
+  (first-id 0 :type index)
+  (n 0 :type index)
+  (left 0 :type index))
+
 (defconstant +lazy-run-boxes+ 32
   "Runs of boxes shorter than this are stored by id as they are made: a
 LAZY-RUN costs more than their entries.")
@@ -67,6 +75,7 @@ LAZY-RUN costs more than their entries.")
   (runways nil :type (or null cons))   ; the cons runway and the other one, from then
   (lazy-runs **no-objects** :type simple-vector) ; LAZY-RUNs not settled, in id order,
   (lazy-count 0 :type index)                     ; LAZY-COUNT of them
+  (open-runs '() :type list)           ; OPEN-RUNs, innermost first
   (pending nil)                        ; LATER rank -> pending-fill
   (postponed '())                      ; (table . pairs) to insert once the record is complete
   (finish '())                         ; (instance . functions) to call then, newest first
@@ -290,13 +299,32 @@ CONS-REF or SHORT-CONS-REF)."
         ;; Every run's first cons is filled, so the nearest filled entry
         ;; below ID is in ID's run, and so is every entry up to ID.  Each
         ;; entry is scanned and filled at most once over the whole restore.
+        ;; Inside a run every cdr is a cons, but where an open run's conses
+        ;; made so far end: the rest is made then.
         (let* ((from (loop for k of-type index downfrom (1- id)
                            when (consp (svref refs k)) return k))
                (c (svref refs from)))
           (loop for k of-type index from (1+ from) to id
-                do (setf c (cdr c)
+                do (setf c (or (cdr c) (complete-open-run rs c k))
                          (svref refs k) c))
           c))))
+
+(defun complete-open-run (rs tail id)
+  "Make the conses still to make of the open run whose cons ID is the one
+after TAIL, the last it has made (a reference named ID, or one after it),
+link them after TAIL, and return the first.  The run's reader then reads
+their cars as it reads those before them: the list goes on past TAIL."
+  (declare (type restore-state rs) (type cons tail) (type index id))
+  (let ((run (find-if (lambda (run)
+                        (and (<= (open-run-first-id run) id)
+                             (< id (+ (open-run-first-id run) (open-run-n run)))))
+                      (rs-open-runs rs))))
+    (unless (and run (plusp (open-run-left run)))
+      (error "binstore bug: a run's cdrs end before its last cons"))
+    (let ((rest (make-long-list rs (open-run-left run))))
+      (setf (cdr tail) rest
+            (open-run-left run) 0)
+      rest)))
 
 (defun reference-offset (rs size)
   "The offset of the reference just read, SIZE bytes long."
@@ -375,6 +403,29 @@ Inline: between looks it costs an addition and a comparison."
     (setf (rs-allocated rs) allocated)
     (when (>= allocated (rs-next-look rs))
       (look-at-runways rs bytes conses))))
+
+(defun make-piece (rs n)
+  "A fresh list of N conses, N at most +LOOK-BYTES+ / 16, consed on the
+runway of conses (KEEP-RUNWAYS first)."
+  (declare (type restore-state rs) (type index n) (optimize speed))
+  (keep-runways rs (* 16 n) t)
+  (make-list n))
+
+(defun make-long-list (rs n)
+  "A fresh list of N conses, consed +LOOK-BYTES+ at a time on the runway of
+conses.  MAKE-LIST would make a list this long one large object, on pages
+of its own that no runway maps ahead, each faulted in as it is written
+after a full collection."
+  (declare (type restore-state rs) (type index n) (optimize speed))
+  (let ((list '())
+        (left n))
+    (declare (type index left))
+    (loop while (> left 0)
+          do (let ((k (min left (floor +look-bytes+ 16))))
+               (keep-runways rs (* 16 k) t)
+               (loop repeat k do (push nil list))
+               (decf left k)))
+    list))
 
 (declaim (inline charge))
 (defun charge (rs bytes &optional conses)
