@@ -779,17 +779,24 @@ it one large object (see MAKE-LONG-LIST)."
   (declare (type index n))
   (>= (* 16 n) +large-object-bytes+))
 
-(defun read-list-header (rs tag)
-  "Allocate the run announced by TAG (its conses get ids when the stream
-tracks conses); return it and its tag (the fill info)."
-  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
-  (let* ((n (read-run-length rs tag))
-         (run (if (long-run-p n)
-                  (make-long-list rs n)
-                  (make-list n))))      ; CHARGE kept the runways for it
+(declaim (inline make-run))
+(defun make-run (rs n)
+  "A fresh list of N conses, a run whose length READ-RUN-LENGTH read (it
+kept the runways for a short one); its conses get ids when the stream
+tracks conses.  Inline: a short list's read calls nothing for it."
+  (declare (type restore-state rs) (type index n))
+  (let ((run (if (long-run-p n)
+                 (make-long-list rs n)
+                 (make-list n))))
     (when (rs-track-conses rs)
       (register-run rs run n))
-    (values run tag)))
+    run))
+
+(defun read-list-header (rs tag)
+  "Allocate the run announced by TAG (MAKE-RUN); return it and its tag (the
+fill info)."
+  (declare (type restore-state rs) (type (unsigned-byte 8) tag) (optimize speed))
+  (values (make-run rs (read-run-length rs tag)) tag))
 
 ;;; FILL-CARS, which reads a run's cars, is in runs.lisp: DEFINE-RUN-FILLER
 ;;; writes it and FILL-ELEMENTS from one body.
@@ -837,7 +844,7 @@ open run until its last piece is made: a reference to a cons not made yet
 makes the rest at once (COMPLETE-OPEN-RUN), and the cars are read on
 through it."
   (declare (type restore-state rs) (type index n) (optimize speed))
-  (let* ((k (min n (floor +look-bytes+ 16)))
+  (let* ((k (min n +piece-conses+))
          (head (make-piece rs k))
          (tracked (rs-track-conses rs))
          (run (make-open-run (rs-next-cons-id rs) n (- n k))))
@@ -850,7 +857,7 @@ through it."
               (left (open-run-left run)))
           (when (zerop left)
             (return))
-          (let* ((k (min left (floor +look-bytes+ 16)))
+          (let* ((k (min left +piece-conses+))
                  (next (make-piece rs k)))
             (setf (cdr last) next
                   (open-run-left run) (- left k)
@@ -868,9 +875,7 @@ when PACKED (READ-CONTAINER's work for them, in one function)."
     (nested (rs)
       (if (long-run-p n)
           (read-list-in-pieces rs n packed)
-          (let ((run (make-list n)))    ; CHARGE kept the runways for it
-            (when (rs-track-conses rs)
-              (register-run rs run n))
+          (let ((run (make-run rs n)))
             (fill-run rs run packed)
             run)))))
 

@@ -404,9 +404,12 @@ Inline: between looks it costs an addition and a comparison."
     (when (>= allocated (rs-next-look rs))
       (look-at-runways rs bytes conses))))
 
+(defconstant +piece-conses+ (floor +look-bytes+ 16)
+  "The conses of a piece: those allocated between two looks at the runways.")
+
 (defun make-piece (rs n)
-  "A fresh list of N conses, N at most +LOOK-BYTES+ / 16, consed on the
-runway of conses (KEEP-RUNWAYS first)."
+  "A fresh list of N conses, N at most +PIECE-CONSES+, consed on the runway
+of conses (KEEP-RUNWAYS first)."
   (declare (type restore-state rs) (type index n) (optimize speed))
   (keep-runways rs (* 16 n) t)
   (make-list n))
@@ -421,7 +424,7 @@ after a full collection."
         (left n))
     (declare (type index left))
     (loop while (> left 0)
-          do (let ((k (min left (floor +look-bytes+ 16))))
+          do (let ((k (min left +piece-conses+)))
                (keep-runways rs (* 16 k) t)
                (loop repeat k do (push nil list))
                (decf left k)))
