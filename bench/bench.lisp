@@ -1250,7 +1250,8 @@ column is in latest.md."
 (defun tsv-value (x)
   (cond ((null x) "")
         ((floatp x) (format nil "~,6F" x))
-        (t (substitute #\Space #\Tab (princ-to-string x)))))
+        (t (substitute-if #\Space (lambda (c) (member c '(#\Tab #\Newline #\Return)))
+                          (princ-to-string x)))))
 
 (defun tsv-columns ()
   (flet ((check-column (name what fn)

@@ -323,7 +323,9 @@ number of top-level elements (list length or vector length)."
 
 (defun fail (checker format &rest args)
   (unless (checker-problem checker)
-    (setf (checker-problem checker) (apply #'format nil format args)))
+    ;; One line: the problem goes into a table cell.
+    (setf (checker-problem checker)
+          (let ((*print-pretty* nil)) (apply #'format nil format args))))
   nil)
 
 (defun immediate-p (x)
