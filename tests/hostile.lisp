@@ -392,13 +392,20 @@ stream whose window holds one word at a time."
                                        (binstore:restore-error-offset c))
                                   "~d after ~d: offset ~s" bad before
                                   (binstore:restore-error-offset c))))))))
-    ;; and the good words themselves, across blocks, both ways
-    (let ((v (make-array 1500 :element-type 'fixnum)))
-      (dotimes (i 1500) (setf (aref v i) (* (- i 700) (floor most-positive-fixnum 800))))
-      (let ((octets (binstore:store nil v)))
-        (is (equalp v (binstore:restore octets)))
-        (is (equalp v (binstore:restore (make-instance 'octet-input-stream
-                                                       :octets octets))))))))
+    ;; and the good words themselves, across blocks, both ways, the ends
+    ;; of each type's range among them
+    (let ((v (make-array 1500 :element-type 'fixnum))
+          (u (make-array 1500 :element-type '(unsigned-byte 62))))
+      (dotimes (i 1500)
+        (setf (aref v i) (* (- i 700) (floor most-positive-fixnum 800))
+              (aref u i) (* i (floor (expt 2 62) 1500))))
+      (setf (aref v 3) most-negative-fixnum (aref v 1499) most-positive-fixnum
+            (aref u 5) (1- (expt 2 62)) (aref u 1498) (1- (expt 2 62)))
+      (dolist (vector (list v u))
+        (let ((octets (binstore:store nil vector)))
+          (is (equalp vector (binstore:restore octets)))
+          (is (equalp vector (binstore:restore (make-instance 'octet-input-stream
+                                                              :octets octets)))))))))
 
 (test (hostile-copied-payloads :fixture format-2-defaults)
   "Payloads copied in one block (READ-SPECIALIZED-VECTOR's path for a payload
