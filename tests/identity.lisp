@@ -814,12 +814,24 @@ written before pass unseen."
                      collect (append (loop for j below 2000 collect (+ j i)) tail)))
          (expected (binstore:store nil data :support-shared-list-structures t))
          (done nil)
+         (round 0)
+         ;; At most 20 collections a store: enough to land in the middle of
+         ;; claiming runs, few enough that the test stays short.  Unbounded,
+         ;; back-to-back collections stop the storing thread most of the
+         ;; time: the test took 2 minutes (10 before REINDEX held them off).
          (collector (make-test-thread
-                     (lambda () (loop until done do (gc) (sleep 0.0002))))))
+                     (lambda ()
+                       (loop with seen = -1 and made = 0
+                             until done
+                             do (unless (eql seen round) (setf seen round made 0))
+                                (when (< made 20) (gc) (incf made))
+                                (sleep 0.0002))))))
     (unwind-protect
-         (is (loop repeat 40
-                   always (equalp expected
-                                  (binstore:store nil data :support-shared-list-structures t))))
+         (is (loop for r below 40
+                   always (progn
+                            (setf round r)
+                            (equalp expected
+                                    (binstore:store nil data :support-shared-list-structures t)))))
       (setf done t)
       (join-test-thread collector))
     (let ((copy (binstore:restore expected)))

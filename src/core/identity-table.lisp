@@ -25,8 +25,9 @@
 ;;;; runs keeps one entry per run, not one per cons.
 ;;;;
 ;;;; Addresses change when the garbage collector moves objects: the table
-;;;; remembers the GC epoch it was indexed in, and indexes its objects afresh
-;;;; when a collection has happened since (rare: storing allocates little).
+;;;; remembers the GC epoch it was indexed in; after a collection it checks
+;;;; whether any of its objects moved, and indexes them afresh only then
+;;;; (rare: storing allocates little, and what survives is seldom moved).
 ;;;; An object the current operation holds is referenced from the stack, and
 ;;;; SBCL's collector does not move such objects, so a collection in the
 ;;;; middle of an operation cannot misplace it; the next operation reindexes.
@@ -472,25 +473,20 @@ holding OBJECT already)."
   (fill-slot table (probe table object) object id))
 
 (defun rehash (table slots)
-  "Move TABLE's hash entries into empty vectors of SLOTS slots, at the slots
-their objects' current addresses give.  The vectors are allocated first:
-allocating may collect, and a collection during the moving means starting
-it again, from the old vectors, which still hold every entry."
+  "Move TABLE's hash entries into an empty vector of SLOTS slots, at the
+slots their objects' current addresses give.  A collection while they move
+leaves some at addresses of the epoch before: TABLE's epoch is still that
+one, so the next operation of the table finds it changed and indexes
+afresh (see REINDEX)."
   (declare (type identity-table table) (type index slots))
-  (let* ((old (it-slots table))
-         (old-count (slot-count table))
-         (new (make-slots slots)))
-    (loop
-      (let ((epoch (current-gc-epoch)))
-        (install-slots table new)
-        (setf (it-hashed-count table) 0)
-        (dotimes (i old-count)
-          (let ((key (slot-key old i)))
-            (unless (eql key 0)
-              (put-in-hash table key (slot-id old i)))))
-        (when (eq epoch (current-gc-epoch))
-          (return epoch))
-        (fill new 0)))))
+  (let ((old (it-slots table))
+        (old-count (slot-count table)))
+    (install-slots table (make-slots slots))
+    (setf (it-hashed-count table) 0)
+    (dotimes (i old-count)
+      (let ((key (slot-key old i)))
+        (unless (eql key 0)
+          (put-in-hash table key (slot-id old i)))))))
 
 (declaim (inline grow-if-full))
 (defun grow-if-full (table)
@@ -510,48 +506,94 @@ fourfold while it is small, so a large store rehashes few times."
 (defun start-hashing (table)
   "An object was met again: from now on TABLE answers every question from
 its hash table, which every object so far now enters (the recurring ones
-are there already)."
+are there already).  As in REHASH, a collection meanwhile leaves TABLE's
+epoch behind, for the next operation to index afresh."
   (let ((needed (* 2 (+ 64 (it-count table)))))
     (when (< (slot-count table) needed)
       (rehash table (ash 1 (integer-length needed)))))
   (clear-seen table)
   (setf (it-hashed table) t)
-  (loop
-    (let ((epoch (current-gc-epoch)))
-      (map-objects (lambda (object id) (put-in-hash table object id)) table)
-      (when (eq epoch (current-gc-epoch))
-        (setf (it-epoch table) epoch)
-        (return table))
-      ;; a collection moved them: enter them all again at their new places
-      (setf (it-epoch table) (rehash table (slot-count table))))))
+  (map-objects (lambda (object id) (put-in-hash table object id)) table)
+  table)
+
+(defun hashed-where-they-are-p (table)
+  "Whether every key of TABLE's hash table is found by PROBE at its slot:
+none has moved since it went in, or none so far that a look misses it.
+Reads the slots in order, and the keys' addresses only (not their memory)."
+  (declare (type identity-table table) (optimize speed))
+  (let ((slots (it-slots table)))
+    (dotimes (i (slot-count table) t)
+      (let ((key (slot-key slots i)))
+        (unless (or (eql key 0) (= (probe table key) i))
+          (return nil))))))
+
+(defun indexed-where-they-are-p (table)
+  "Whether TABLE answers right for every object it has at the objects'
+current addresses: its hash table finds each of its keys, and, in seen
+bits, each object not in the hash table has its bit set.  (A bit set for an
+address no object of TABLE has is harmless: meeting an object there starts
+hashing, and the hash table answers.)  Changes nothing; must run with
+collections held off."
+  (declare (type identity-table table))
+  (and (hashed-where-they-are-p table)
+       (or (it-hashed table)
+           (block seen
+             (map-objects (lambda (object id)
+                            (declare (ignore id))
+                            (unless (or (seen-p table object)
+                                        (not (eql (slot-key (it-slots table) (probe table object))
+                                                  0)))
+                              (return-from seen nil)))
+                          table)
+             t))))
 
 (defun mark-all-seen (table)
-  "Set the seen bit of every object of TABLE afresh, at its current
-address.  Setting bits may allocate blocks, and so collect: a collection
-during it means starting again.  Returns the epoch the bits are right in."
+  "Set the seen bit of every object of TABLE afresh, at its current address."
   (declare (type identity-table table))
-  (loop
-    (clear-seen table)
-    (let ((epoch (current-gc-epoch)))
-      (map-objects (lambda (object id)
-                     (declare (ignore id))
-                     (mark-seen table object))
-                   table)
-      (when (eq epoch (current-gc-epoch))
-        (return epoch)))))
+  (clear-seen table)
+  (map-objects (lambda (object id)
+                 (declare (ignore id))
+                 (mark-seen table object))
+               table))
+
+(defun index-afresh (table)
+  "Enter every object of TABLE again at its current address, in the hash
+table and, in seen bits, in the seen bits too."
+  (rehash table (slot-count table))
+  (unless (it-hashed table)
+    (mark-all-seen table)))
+
+(defconstant +reindex-tries+ 3
+  "Times REINDEX indexes a table with collections free to run, before it
+holds them off for one more.")
 
 (defun reindex (table)
-  "A collection has moved objects since TABLE was indexed: index them all
-at their current addresses, the hash table's and the seen bits alike."
-  (loop
-    (let ((epoch (rehash table (slot-count table))))
-      (when (or (it-hashed table) (eq epoch (mark-all-seen table)))
-        (setf (it-epoch table) epoch)
-        (return table)))))
+  "A collection has run since TABLE was indexed: make it right at the
+objects' current addresses, and take the current epoch.
+
+Most collections move none of a store's objects (those that survive one or
+two are no longer young, and a young collection leaves them be), and
+looking at every key costs far less than indexing it again; so first the
+table is checked, with collections held off, and indexed afresh only when
+an object has moved.  Indexing afresh, a collection may run meanwhile: then
+the table is checked and indexed again, and after +REINDEX-TRIES+ such
+tries it is indexed with collections held off, so that a thread collecting
+back to back cannot keep a store from its end."
+  (loop repeat +reindex-tries+
+        do (when (without-collections
+                   (when (indexed-where-they-are-p table)
+                     (setf (it-epoch table) (current-gc-epoch))))
+             (return-from reindex table))
+           (index-afresh table))
+  (without-collections
+    (index-afresh table)
+    (setf (it-epoch table) (current-gc-epoch)))
+  table)
 
 (declaim (inline identity-table-current))
 (defun identity-table-current (table)
-  "TABLE, indexed afresh first if a collection has moved objects since."
+  "TABLE, checked first if a collection has run since, and indexed afresh
+if it moved objects."
   (unless (eq (it-epoch table) (current-gc-epoch))
     (reindex table))
   table)
@@ -903,7 +945,7 @@ by step (and in a hash table the rehashes, each paying page faults)."
       (let ((needed (* 2 (+ count n))))
         (when (> needed (slot-count table))
           (identity-table-current table)
-          (setf (it-epoch table) (rehash table (ash 1 (integer-length needed)))))))))
+          (rehash table (ash 1 (integer-length needed))))))))
 
 (defun table-bytes (table)
   "Bytes of memory TABLE's vectors take."

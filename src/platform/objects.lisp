@@ -78,6 +78,12 @@ of fixnums holds each as (ASH value +FIXNUM-TAG-BITS+).")
 collection has run since it was taken."
   'sb-kernel::*gc-epoch*)
 
+(defmacro without-collections (&body body)
+  "Run BODY with the collector held off: a collection another thread asks
+for meanwhile waits until BODY returns, and one this thread would need runs
+then.  Interrupts wait too.  BODY must be brief and allocate little."
+  `(sb-sys:without-gcing ,@body))
+
 (declaim (inline object-address))
 (defun object-address (object)
   "OBJECT's current address (with its lowtag), an unsigned word: valid as

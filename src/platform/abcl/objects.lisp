@@ -36,6 +36,11 @@ fixnum vectors are T vectors holding the integers themselves.")
   "The current epoch: on ABCL always the same."
   '**gc-epoch**)
 
+(defmacro without-collections (&body body)
+  "Run BODY: objects' numbers never change on ABCL, so there is nothing to
+hold off."
+  `(progn ,@body))
+
 (define-global **object-numbers** (make-hash-table :test 'eql)
   "Identity hash code -> a list of (weak reference . number), one for each
 object OBJECT-ADDRESS was asked about that had that code.")

@@ -107,6 +107,11 @@ fixnum vectors hold plain 64-bit integers.")
 the compiled code rather than a special variable's lookup."
   '(load-time-value *gc-epoch* t))
 
+(defmacro without-collections (&body body)
+  "Run BODY: ECL's collector moves nothing, so there is nothing to hold
+off."
+  `(progn ,@body))
+
 (declaim (inline object-address))
 (defun object-address (object)
   "OBJECT's address (with its tag bits), a non-negative fixnum."
