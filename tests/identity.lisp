@@ -306,6 +306,16 @@ of objects by id holds nothing afterwards."
             (is (not (eq (nth 1 long) (nth 3 long))))))
         (let ((kept (svref binstore::**scratch** binstore::+scratch-refs+)))
           (is (and kept (every (lambda (x) (eql x 0)) kept)))))
+      ;; a run reaching past the end of the vector of objects by id (made
+      ;; with an entry for each 32 bytes of input, 281 here, and not grown
+      ;; for a lazy run), then at once references into it
+      (let* ((run (loop for i below 1000 collect (+ i 0.25d0)))
+             (past (list run (nth 999 run) (nth 700 run))))
+        (binstore:release-scratch)
+        (let ((restored (round-trip past)))
+          (check-same past restored)
+          (is (eq (nth 999 (first restored)) (second restored)))
+          (is (eq (nth 700 (first restored)) (third restored)))))
       ;; with no reference after them, runs are never stored by id: what
       ;; is stored around them, and only that, is cleared after
       (let ((plain (list (copy-seq "s1") long (copy-seq "s2") vector (copy-seq "s3"))))

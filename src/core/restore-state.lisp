@@ -23,7 +23,10 @@
 ;;; FILL-ELEMENTS) takes consecutive ids, but its boxes are not stored by id
 ;;; as they are made: a run of a million doubles would write 8 MB of ids,
 ;;; and clear them after, for references that data of numbers seldom makes.
-;;; The run is noted instead (a LAZY-RUN), its entries left 0.  Before any
+;;; The run is noted instead (a LAZY-RUN), its entries left 0, and the
+;;; vector of ids is not even grown for it: the ids past its end are all in
+;;; lazy runs, and a fresh part of it is 0 (growing it for a million cold
+;;; doubles made 12 MB of fresh memory).  Before any
 ;;; reference is resolved, the runs noted so far are stored by id
 ;;; (SETTLE-LAZY-RUNS): a restore that meets references pays what it paid
 ;;; before, once, and the loops over references check nothing per element.
@@ -131,18 +134,22 @@ run, its length and the filled entries, which start at its first cons."
 
 (defun clear-refs (rs)
   "Clear what the restore stored in its vector of objects by id: every
-entry below NEXT-ID but those of the lazy runs not settled."
+entry below NEXT-ID but those of the lazy runs not settled (which may reach
+past its end)."
   (declare (type restore-state rs) (optimize speed))
-  (let ((refs (rs-refs rs))
-        (runs (rs-lazy-runs rs))
-        (from 0))
+  (let* ((refs (rs-refs rs))
+         (runs (rs-lazy-runs rs))
+         (length (length refs))
+         (from 0))
     (declare (type index from))
-    (dotimes (i (rs-lazy-count rs))
-      (let ((run (svref runs i)))
-        (declare (type lazy-run run))
-        (fill refs 0 :start from :end (lazy-run-start run))
-        (setf from (+ (lazy-run-start run) (lazy-run-n run)))))
-    (fill refs 0 :start from :end (rs-next-id rs))))
+    (flet ((clear (start end)
+             (fill refs 0 :start (min start length) :end (min end length))))
+      (dotimes (i (rs-lazy-count rs))
+        (let ((run (svref runs i)))
+          (declare (type lazy-run run))
+          (clear from (lazy-run-start run))
+          (setf from (+ (lazy-run-start run) (lazy-run-n run)))))
+      (clear from (rs-next-id rs)))))
 
 (defun finish-restore-state (rs)
   "The restore is complete: clear the vectors of objects by id (they must
@@ -164,11 +171,15 @@ is not used after this."
 (defun restore-invalid (rs message &optional expected)
   (invalid (rs-ibuf rs) message expected))
 
-(defun grow-refs (rs)
+(defun grow-refs (rs needed)
+  "Make the vector of objects by id at least NEEDED long, doubling it at
+least."
   ;; Every id below NEXT-ID has its entry (its object, or 0 in a lazy run
-  ;; not settled), so the new part needs no filling.
+  ;; not settled) or lies past the end in a lazy run, so the new part needs
+  ;; no filling.
+  (declare (type restore-state rs) (type index needed))
   (let* ((refs (rs-refs rs))
-         (new (make-array (* 2 (length refs)))))
+         (new (make-array (max needed (* 2 (length refs))))))
     (prefault-vector new (* +word-bytes+ (length refs)))
     (replace new refs)
     (setf (rs-refs rs) new)))
@@ -178,7 +189,7 @@ is not used after this."
   "Give OBJECT the next id; return OBJECT."
   (let ((id (rs-next-id rs)))
     (when (>= id (length (rs-refs rs)))
-      (grow-refs rs))
+      (grow-refs rs (1+ id)))
     (setf (svref (rs-refs rs) id) object
           (rs-next-id rs) (1+ id))
     object))
@@ -205,15 +216,18 @@ or from element POSITION of the simple vector SOURCE."
   "The N boxes just made (by a loop over boxed floats) from the car of the
 cons SOURCE on, or from element POSITION of the simple vector SOURCE, take
 the next N ids (when the stream tracks objects): stored by id now if they
-are few, else as a lazy run (see LAZY-RUN)."
+are few, else as a lazy run (see LAZY-RUN), which takes no room in the
+vector of objects by id until it is settled: it may end past the vector's
+end, which then grows only if a reference is resolved."
   (declare (type restore-state rs) (type (or cons simple-vector) source)
            (type index position n))
   (when (rs-track rs)
     (let ((start (rs-next-id rs)))
-      (loop while (> (+ start n) (length (rs-refs rs)))
-            do (grow-refs rs))
       (if (< n +lazy-run-boxes+)
-          (put-boxes (rs-refs rs) start n source position)
+          (progn
+            (when (> (+ start n) (length (rs-refs rs)))
+              (grow-refs rs (+ start n)))
+            (put-boxes (rs-refs rs) start n source position))
           (let ((runs (rs-lazy-runs rs))
                 (count (rs-lazy-count rs)))
             (when (= count (length runs))
@@ -229,6 +243,8 @@ are few, else as a lazy run (see LAZY-RUN)."
 resolved)."
   (declare (type restore-state rs))
   (let ((runs (rs-lazy-runs rs)))
+    (when (> (rs-next-id rs) (length (rs-refs rs)))
+      (grow-refs rs (rs-next-id rs)))
     (dotimes (i (rs-lazy-count rs))
       (let ((run (svref runs i)))
         (put-boxes (rs-refs rs) (lazy-run-start run) (lazy-run-n run)
