@@ -516,6 +516,14 @@ epoch behind, for the next operation to index afresh."
   (map-objects (lambda (object id) (put-in-hash table object id)) table)
   table)
 
+(declaim (inline hash-id))
+(defun hash-id (table object)
+  "The id TABLE's hash table holds for OBJECT at its current address, or -1."
+  (declare (type identity-table table))
+  (let ((i (probe table object))
+        (slots (it-slots table)))
+    (if (eql (slot-key slots i) 0) -1 (slot-id slots i))))
+
 (defun hashed-where-they-are-p (table)
   "Whether every key of TABLE's hash table is found by PROBE at its slot:
 none has moved since it went in, or none so far that a look misses it.
@@ -541,8 +549,7 @@ collections held off."
              (map-objects (lambda (object id)
                             (declare (ignore id))
                             (unless (or (seen-p table object)
-                                        (not (eql (slot-key (it-slots table) (probe table object))
-                                                  0)))
+                                        (>= (hash-id table object) 0))
                               (return-from seen nil)))
                           table)
              t))))
@@ -584,7 +591,12 @@ back to back cannot keep a store from its end."
                    (when (indexed-where-they-are-p table)
                      (setf (it-epoch table) (current-gc-epoch))))
              (return-from reindex table))
-           (index-afresh table))
+           (let ((epoch (current-gc-epoch)))
+             (index-afresh table)
+             ;; no collection meanwhile: right as indexed, nothing to check
+             (when (eq epoch (current-gc-epoch))
+               (setf (it-epoch table) epoch)
+               (return-from reindex table))))
   (without-collections
     (index-afresh table)
     (setf (it-epoch table) (current-gc-epoch)))
@@ -624,9 +636,7 @@ class descriptor: see the file's header), or -1.  It is looked up in the
 hash table in any state."
   (declare (type identity-table table) (optimize speed))
   (identity-table-current table)
-  (let ((i (probe table object))
-        (slots (it-slots table)))
-    (if (eql (slot-key slots i) 0) -1 (slot-id slots i))))
+  (hash-id table object))
 
 (defun identity-table-add-recurring (table object)
   "Give OBJECT, of a kind met again as a rule and not in TABLE, the next id;

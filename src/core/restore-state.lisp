@@ -185,13 +185,19 @@ least."
     (replace new refs)
     (setf (rs-refs rs) new)))
 
+(declaim (inline refs-for))
+(defun refs-for (rs needed)
+  "The vector of objects by id, grown first if it is shorter than NEEDED."
+  (declare (type restore-state rs) (type index needed))
+  (when (> needed (length (rs-refs rs)))
+    (grow-refs rs needed))
+  (rs-refs rs))
+
 (declaim (inline register-always register))
 (defun register-always (rs object)
   "Give OBJECT the next id; return OBJECT."
   (let ((id (rs-next-id rs)))
-    (when (>= id (length (rs-refs rs)))
-      (grow-refs rs (1+ id)))
-    (setf (svref (rs-refs rs) id) object
+    (setf (svref (refs-for rs (1+ id)) id) object
           (rs-next-id rs) (1+ id))
     object))
 
@@ -225,10 +231,7 @@ end, which then grows only if a reference is resolved."
   (when (rs-track rs)
     (let ((start (rs-next-id rs)))
       (if (< n +lazy-run-boxes+)
-          (progn
-            (when (> (+ start n) (length (rs-refs rs)))
-              (grow-refs rs (+ start n)))
-            (put-boxes (rs-refs rs) start n source position))
+          (put-boxes (refs-for rs (+ start n)) start n source position)
           (let ((runs (rs-lazy-runs rs))
                 (count (rs-lazy-count rs)))
             (when (= count (length runs))
@@ -243,12 +246,11 @@ end, which then grows only if a reference is resolved."
   "Store the boxes of every lazy run by id (a reference is about to be
 resolved)."
   (declare (type restore-state rs))
-  (let ((runs (rs-lazy-runs rs)))
-    (when (> (rs-next-id rs) (length (rs-refs rs)))
-      (grow-refs rs (rs-next-id rs)))
+  (let ((runs (rs-lazy-runs rs))
+        (refs (refs-for rs (rs-next-id rs))))
     (dotimes (i (rs-lazy-count rs))
       (let ((run (svref runs i)))
-        (put-boxes (rs-refs rs) (lazy-run-start run) (lazy-run-n run)
+        (put-boxes refs (lazy-run-start run) (lazy-run-n run)
                    (lazy-run-source run) (lazy-run-position run))
         (setf (svref runs i) 0)))
     (setf (rs-lazy-count rs) 0)))
