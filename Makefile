@@ -36,7 +36,8 @@
 #   make bench DATASETS="tiny-integers people" MODES="none refs"
 #   make bench PEERS=dir      peers' sources (default ../shared/peers-src when
 #                             it exists; PEERS=none: transcribed figures only)
-#   make bench RUNS=n         cold runs per figure (default 5)
+#   make bench RUNS=n         cold runs per figure (default 9 beside the peers,
+#                             5 against their transcribed figures)
 
 SBCL      ?= sbcl
 SBCL_RUN   = $(SBCL) --dynamic-space-size 8GB --noinform --non-interactive --no-sysinit --no-userinit

@@ -44,9 +44,22 @@
 
 (in-package #:binstore-bench)
 
-(defparameter *runs* 5
-  "Cold runs per measurement (one call after a full GC each); the minimum is
-reported.  make bench RUNS=n sets it.")
+(defparameter *transcribed-runs* 5
+  "Cold runs per figure when binstore is compared with the figures of
+bench/peers.lisp: those were taken as the minimum of 5, and a minimum over
+more runs would favour binstore.")
+
+(defparameter *side-by-side-runs* 9
+  "Cold runs per figure when the peers are timed in the same run.  Single
+cold calls of the same operation vary by up to 2x on this kind of machine
+(fresh pages cost more in some phases: doc/PERFORMANCE.md, 2026-12-07), so
+a minimum of 5 sometimes misses every fast call of one contestant; every
+contestant and floor gets the same runs, in the same rounds.")
+
+(defparameter *runs* *transcribed-runs*
+  "Cold runs per figure (one call after a full GC each); the minimum is
+reported.  MAIN sets it from its RUNS argument (make bench RUNS=n), else to
+*SIDE-BY-SIDE-RUNS* or *TRANSCRIBED-RUNS* by how the peers are compared.")
 
 (defparameter *warm-runs* 3
   "Runs of each warm measurement (calls repeated within a run); the minimum
@@ -1433,10 +1446,12 @@ data, so the bars compare times)."
   "Benchmark binstore on DATASETS x MODES (lists of names; NIL or empty means
 all: see DATASET-NAMES and MODE-NAMES), beside the peers found in PEERS (a
 directory, \"none\", or NIL for ../shared/peers-src); print the markdown
-and write bench/results/.  RUNS overrides *RUNS*.  Returns the rows."
+and write bench/results/.  RUNS: cold runs per figure (NIL:
+*SIDE-BY-SIDE-RUNS* when the peers are timed in this run, *TRANSCRIBED-RUNS*
+when not).  Returns the rows."
   (let* ((datasets (select-names datasets (dataset-names) "data set"))
          (modes (select-names modes (mode-names) "mode"))
-         (*runs* (or runs *runs*))
+         (*runs* *runs*)
          (binstore:*require-header* nil)   ; the modes store no header (see *MODES*)
          (*baseline-spent* 0)
          (start (now))
@@ -1447,6 +1462,7 @@ and write bench/results/.  RUNS overrides *RUNS*.  Returns the rows."
         (setf *peer-contestants* '() *peer-load-notes* '()))
     (unless (peers-measured-p)
       (progress "~&No peers loaded: comparing with the transcribed figures of bench/peers.lisp~%"))
+    (setf *runs* (or runs (if (peers-measured-p) *side-by-side-runs* *transcribed-runs*)))
     (loop for dataset in datasets
           for index from 1
           for dataset-modes = (remove-if-not (lambda (mode)
