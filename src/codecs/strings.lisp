@@ -328,5 +328,24 @@ window holds is made as in a run."
                      (charge rs n)
                      (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n)))))
 
+(defun take-window-character-string (rs)
+  "As TAKE-WINDOW-ASCII-STRING, for a character string WINDOW-CHARACTER-STRING
+reads from the window: the new string, with its id, the payload consumed;
+otherwise NIL, having consumed nothing."
+  (declare (optimize speed))
+  (let* ((ib (rs-ibuf rs))
+         (p (ibuf-pos ib)))
+    (declare (type index p))
+    (when (plusp p)
+      (multiple-value-bind (s next) (window-character-string rs (1- p) (ibuf-end ib))
+        (when next
+          (setf (ibuf-pos ib) next)
+          s)))))
+
 (defun read-character-string (rs)
-  (register rs (read-string-payload rs)))
+  "Read a character string whose tag was just consumed: a short one the
+window holds is made as in a run (a slot's, a hash table's key), in one
+pass, where the general decoder's setup costs more than such a string's
+characters."
+  (or (take-window-character-string rs)
+      (register rs (read-string-payload rs))))
