@@ -302,17 +302,17 @@ says, both inline: the one reader of the loops over runs of strings."
       (window-base-string rs p end)
       (window-character-string rs p end)))
 
-(defun take-window-ascii-string (rs)
-  "The payload of the record whose tag was just consumed, when
-WINDOW-ASCII-STRING reads it from the window (the tag, at the position
-before, is still there): a new base string, the payload consumed.
-Otherwise NIL, having consumed nothing."
-  (declare (optimize speed))
+(defun take-window-string (rs reader)
+  "The string whose tag was just consumed (the tag, at the position before,
+is still in the window), when READER (WINDOW-ASCII-STRING or
+WINDOW-CHARACTER-STRING) reads it from the window: the new string, the
+payload consumed.  Otherwise NIL, having consumed nothing."
+  (declare (type function reader) (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (p (ibuf-pos ib)))
     (declare (type index p))
     (when (plusp p)
-      (multiple-value-bind (s next) (window-ascii-string rs (1- p) (ibuf-end ib))
+      (multiple-value-bind (s next) (funcall reader rs (1- p) (ibuf-end ib))
         (when next
           (setf (ibuf-pos ib) next)
           s)))))
@@ -321,31 +321,17 @@ Otherwise NIL, having consumed nothing."
   "Read a base string whose tag was just consumed: a short ASCII one the
 window holds is made as in a run."
   (declare (optimize speed))
-  (register rs (or (take-window-ascii-string rs)
+  (register rs (or (take-window-string rs #'window-ascii-string)
                    (let* ((ib (rs-ibuf rs))
                           (n (check-count ib (read-varint ib) 1 "a base string")))
                      (declare (type index n))
                      (charge rs n)
                      (read-base-chars-into rs (make-string n :element-type 'base-char) 0 n)))))
 
-(defun take-window-character-string (rs)
-  "As TAKE-WINDOW-ASCII-STRING, for a character string WINDOW-CHARACTER-STRING
-reads from the window: the new string, with its id, the payload consumed;
-otherwise NIL, having consumed nothing."
-  (declare (optimize speed))
-  (let* ((ib (rs-ibuf rs))
-         (p (ibuf-pos ib)))
-    (declare (type index p))
-    (when (plusp p)
-      (multiple-value-bind (s next) (window-character-string rs (1- p) (ibuf-end ib))
-        (when next
-          (setf (ibuf-pos ib) next)
-          s)))))
-
 (defun read-character-string (rs)
   "Read a character string whose tag was just consumed: a short one the
 window holds is made as in a run (a slot's, a hash table's key), in one
 pass, where the general decoder's setup costs more than such a string's
 characters."
-  (or (take-window-character-string rs)
+  (or (take-window-string rs #'window-character-string)
       (register rs (read-string-payload rs))))

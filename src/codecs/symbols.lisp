@@ -116,7 +116,7 @@ in PACKAGE, interning it only when allowed."
   "Read an uninterned symbol whose tag was just consumed.  Its name is a
 base string when its characters allow, as the names SBCL makes are: a short
 ASCII name the window holds is read straight into one."
-  (register-always rs (make-symbol (or (take-window-ascii-string rs)
+  (register-always rs (make-symbol (or (take-window-string rs #'window-ascii-string)
                                        (base-string-if-possible
                                         (read-string-payload rs))))))
 
