@@ -596,11 +596,11 @@ them), one of them (one time in four) replaced by a sequence of
 (test (utf-8-decoding-agrees-with-a-reference :fixture format-2-defaults)
   "Character strings of random characters of every width, some with a byte
 replaced or their end cut, restored from a vector (one shorter than 64
-characters read from the window as in a run, TAKE-WINDOW-STRING,
-the others, and those it refuses, by the general decoder), from a file and
-from a Gray stream (whose window holds only the bytes asked for, so every
-sequence goes through READ-UTF8-CHAR): a valid one gives the string the reference
-decoder gives, a bad one INVALID-INPUT at the offset of the sequence the
+characters read from the window as in a run, TAKE-WINDOW-STRING, the
+others, and those it refuses, by the general decoder), from a file and from
+a Gray stream (whose window holds only the bytes asked for, so every
+sequence goes through READ-UTF8-CHAR): a valid one gives the string the
+reference decoder gives, a bad one INVALID-INPUT at the offset of the sequence the
 reference refuses, a cut one a RESTORE-ERROR."
   (let ((random-state (seeded-random-state 20261122)))
     (call-with-temporary-directory

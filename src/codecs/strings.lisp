@@ -305,8 +305,9 @@ says, both inline: the one reader of the loops over runs of strings."
 (defun take-window-string (rs reader)
   "The string whose tag was just consumed (the tag, at the position before,
 is still in the window), when READER (WINDOW-ASCII-STRING or
-WINDOW-CHARACTER-STRING) reads it from the window: the new string, the
-payload consumed.  Otherwise NIL, having consumed nothing."
+WINDOW-CHARACTER-STRING) reads it from the window: the new string (with an
+id when READER gives one: WINDOW-CHARACTER-STRING does), the payload
+consumed.  Otherwise NIL, having consumed nothing."
   (declare (type function reader) (optimize speed))
   (let* ((ib (rs-ibuf rs))
          (p (ibuf-pos ib)))
